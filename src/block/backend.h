@@ -1,0 +1,82 @@
+/* Block backend interface: a disk image (raw file or host block device) and
+ * per-thread asynchronous submission queues. Data moves on the caller's
+ * iovecs (guest memory) straight to the kernel: no bounce buffer, no copy.
+ * Every device (virtio-blk, the SCSI disk target) uses this interface and
+ * nothing below it, so backends can be added (network, ...) without touching
+ * devices. */
+#ifndef IOVM_BLOCK_BACKEND_H
+#define IOVM_BLOCK_BACKEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "config.h"
+
+struct blk_backend {
+	int fd;
+	uint64_t size;		/* bytes, a multiple of 512 */
+	uint32_t block_size;	/* logical block size: 512 (or the device's) */
+	uint32_t phys_block_size;
+	bool ro;
+	bool direct;		/* O_DIRECT (cache=none) */
+	bool is_blockdev;
+	bool discard_ok;	/* punch hole / BLKDISCARD supported */
+	char serial[21];	/* stable id derived from the file (GET_ID, VPD 0x80) */
+};
+
+/* Opens path per cfg (ro, cache). Errors are printed by the caller from the
+ * returned -errno and err (a one-line message naming the problem): missing
+ * file, not a regular file or block device, size < 512 or not a multiple of
+ * 512. */
+int blk_open(struct blk_backend *be, const struct disk_cfg *cfg, char *err,
+	     size_t errlen);
+void blk_close(struct blk_backend *be);
+
+enum blk_op {
+	BLK_OP_READ,
+	BLK_OP_WRITE,
+	BLK_OP_FLUSH,		/* fdatasync of everything completed before */
+	BLK_OP_DISCARD,		/* deallocate; reads return zeroes after */
+	BLK_OP_WRITE_ZEROES,
+};
+
+/* A completion: res is bytes moved (READ/WRITE), 0, or -errno. */
+typedef void (*blk_done_fn)(void *tag, int res);
+
+/* One submission/completion queue (an io_uring), owned by one thread.
+ * Requests are queued with blkq_*, sent with blkq_submit, and completed by
+ * blkq_reap from the same thread, in any order. */
+struct blk_queue;
+
+/* depth: most requests in flight at once (the caller's pool size). */
+struct blk_queue *blkq_create(unsigned int depth);
+void blkq_destroy(struct blk_queue *q);
+
+/* An eventfd that becomes readable when completions are ready, for the
+ * owner's event loop. */
+int blkq_event_fd(struct blk_queue *q);
+
+/* Queues an operation; iov must stay valid until completion. Returns 0 or
+ * -errno (-EAGAIN when depth requests are already in flight). Offsets and
+ * lengths are checked against the backend size by the device, and again
+ * here (-EINVAL). */
+int blkq_rw(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
+	    const struct iovec *iov, unsigned int iovcnt, uint64_t offset,
+	    blk_done_fn done, void *tag);
+int blkq_flush(struct blk_queue *q, struct blk_backend *be, blk_done_fn done,
+	       void *tag);
+int blkq_discard(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
+		 uint64_t offset, uint64_t len, blk_done_fn done, void *tag);
+
+/* Sends everything queued to the kernel. */
+int blkq_submit(struct blk_queue *q);
+
+/* Calls done() for every completion ready; with wait, blocks for at least
+ * one if any is in flight. Returns the number reaped or -errno. */
+int blkq_reap(struct blk_queue *q, bool wait);
+
+/* Requests queued or in flight. */
+unsigned int blkq_inflight(const struct blk_queue *q);
+
+#endif

@@ -1,0 +1,7 @@
+/* The subcommands of the iovm binary; each returns the process exit status. */
+#ifndef IOVM_COMMANDS_H
+#define IOVM_COMMANDS_H
+
+int cmd_run(int argc, char **argv);		/* src/vm/run.c */
+
+#endif

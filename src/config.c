@@ -1,0 +1,181 @@
+/* Parsing of --disk and --share. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+#include "lib/kvopt.h"
+
+struct parse_ctx {
+	void *out;
+	char *err;
+	size_t errlen;
+};
+
+static int bad(struct parse_ctx *c, const char *fmt, const char *key,
+	       const char *value)
+{
+	snprintf(c->err, c->errlen, fmt, key, value ? value : "");
+	return -EINVAL;
+}
+
+static int disk_item(const char *key, const char *value, void *opaque)
+{
+	struct parse_ctx *c = opaque;
+	struct disk_cfg *d = c->out;
+	uint64_t v;
+
+	if (!strcmp(key, "path") || !strcmp(key, "file")) {
+		if (!value || !*value)
+			return bad(c, "--disk: %s= needs a file name%s", key, value);
+		d->path = strdup(value);
+		return d->path ? 0 : -ENOMEM;
+	}
+	if (!strcmp(key, "if")) {
+		if (value && !strcmp(value, "virtio-blk"))
+			d->iface = DISK_IF_VIRTIO_BLK;
+		else if (value && !strcmp(value, "virtio-scsi"))
+			d->iface = DISK_IF_VIRTIO_SCSI;
+		else if (value && !strcmp(value, "lsi"))
+			d->iface = DISK_IF_LSI;
+		else
+			return bad(c, "--disk: %s=%s is not one of virtio-blk, virtio-scsi, lsi",
+				   key, value);
+		return 0;
+	}
+	if (!strcmp(key, "ro") || !strcmp(key, "readonly")) {
+		if (parse_bool(value, &d->ro))
+			return bad(c, "--disk: %s=%s is not on or off", key, value);
+		return 0;
+	}
+	if (!strcmp(key, "cache")) {
+		if (value && !strcmp(value, "none"))
+			d->cache = CACHE_NONE;
+		else if (value && !strcmp(value, "writeback"))
+			d->cache = CACHE_WRITEBACK;
+		else
+			return bad(c, "--disk: %s=%s is not none or writeback", key, value);
+		return 0;
+	}
+	if (!strcmp(key, "queues")) {
+		if (parse_uint(value, 1, 64, &v))
+			return bad(c, "--disk: %s=%s is not a number from 1 to 64", key, value);
+		d->queues = v;
+		return 0;
+	}
+	if (!strcmp(key, "target")) {
+		if (parse_uint(value, 0, 15, &v))
+			return bad(c, "--disk: %s=%s is not a number from 0 to 15", key, value);
+		d->target = v;
+		d->target_set = true;
+		return 0;
+	}
+	if (!strcmp(key, "lun")) {
+		if (parse_uint(value, 0, 255, &v))
+			return bad(c, "--disk: %s=%s is not a number from 0 to 255", key, value);
+		d->lun = v;
+		return 0;
+	}
+	return bad(c, "--disk: unknown option '%s'%s (see iovm run --help)", key, NULL);
+}
+
+int config_parse_disk(const char *arg, struct disk_cfg *out, char *err,
+		      size_t errlen)
+{
+	struct parse_ctx c = { out, err, errlen };
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	/* A bare file name is accepted as path=. */
+	if (!strchr(arg, '=') && !strchr(arg, ',')) {
+		out->path = strdup(arg);
+		return out->path ? 0 : -ENOMEM;
+	}
+	ret = kvopt_foreach(arg, disk_item, &c);
+	if (ret == -EINVAL && !err[0])
+		snprintf(err, errlen, "--disk: malformed option string '%s'", arg);
+	if (ret)
+		return ret;
+	if (!out->path) {
+		snprintf(err, errlen, "--disk: path=FILE is required");
+		return -EINVAL;
+	}
+	if (out->iface == DISK_IF_VIRTIO_BLK && (out->target_set || out->lun)) {
+		snprintf(err, errlen, "--disk: target= and lun= apply to SCSI disks (if=virtio-scsi or if=lsi)");
+		return -EINVAL;
+	}
+	if (out->iface == DISK_IF_LSI && out->lun) {
+		snprintf(err, errlen, "--disk: if=lsi disks support lun=0 only");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int share_item(const char *key, const char *value, void *opaque)
+{
+	struct parse_ctx *c = opaque;
+	struct share_cfg *s = c->out;
+	uint64_t v;
+
+	if (!strcmp(key, "path")) {
+		if (!value || !*value)
+			return bad(c, "--share: %s= needs a folder%s", key, value);
+		s->path = strdup(value);
+		return s->path ? 0 : -ENOMEM;
+	}
+	if (!strcmp(key, "tag")) {
+		/* virtio-9p's mount_tag is at most 36 bytes in practice;
+		 * the config field has no hard limit but Linux reads it
+		 * into a small buffer. */
+		if (!value || !*value || strlen(value) > 36)
+			return bad(c, "--share: %s=%s must be 1 to 36 characters", key, value);
+		s->tag = strdup(value);
+		return s->tag ? 0 : -ENOMEM;
+	}
+	if (!strcmp(key, "ro") || !strcmp(key, "readonly")) {
+		if (parse_bool(value, &s->ro))
+			return bad(c, "--share: %s=%s is not on or off", key, value);
+		return 0;
+	}
+	if (!strcmp(key, "msize")) {
+		if (parse_size(value, &v) || v < 4096 || v > P9_MAX_MSIZE)
+			return bad(c, "--share: %s=%s must be from 4K to 64M", key, value);
+		s->msize = v;
+		return 0;
+	}
+	return bad(c, "--share: unknown option '%s'%s", key, NULL);
+}
+
+int config_parse_share(const char *arg, bool need_tag, struct share_cfg *out,
+		       char *err, size_t errlen)
+{
+	struct parse_ctx c = { out, err, errlen };
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	out->msize = P9_DEFAULT_MSIZE;
+	ret = kvopt_foreach(arg, share_item, &c);
+	if (ret == -EINVAL && !err[0])
+		snprintf(err, errlen, "--share: malformed option string '%s'", arg);
+	if (ret)
+		return ret;
+	if (!out->path) {
+		snprintf(err, errlen, "--share: path=DIR is required");
+		return -EINVAL;
+	}
+	if (need_tag && !out->tag) {
+		snprintf(err, errlen, "--share: tag=NAME is required");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+const char *disk_if_name(enum disk_if iface)
+{
+	switch (iface) {
+	case DISK_IF_VIRTIO_BLK: return "virtio-blk";
+	case DISK_IF_VIRTIO_SCSI: return "virtio-scsi";
+	case DISK_IF_LSI: return "lsi";
+	}
+	return "?";
+}

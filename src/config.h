@@ -1,0 +1,62 @@
+/* The configuration of a VM and of the device backends, as parsed from the
+ * command line. Shared by `iovm run` and the standalone device servers. */
+#ifndef IOVM_CONFIG_H
+#define IOVM_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CONFIG_MAX_DISKS 16
+#define CONFIG_MAX_SHARES 8
+
+enum disk_if { DISK_IF_VIRTIO_BLK, DISK_IF_VIRTIO_SCSI, DISK_IF_LSI };
+enum cache_mode { CACHE_NONE, CACHE_WRITEBACK };
+
+struct disk_cfg {
+	const char *path;
+	enum disk_if iface;
+	bool ro;
+	enum cache_mode cache;
+	unsigned int queues;	/* 0: one per vCPU (or per client request) */
+	unsigned int target;	/* SCSI target id (virtio-scsi, lsi) */
+	unsigned int lun;	/* SCSI LUN (virtio-scsi) */
+	bool target_set;	/* target= was given */
+};
+
+#define P9_DEFAULT_MSIZE (4u << 20)
+#define P9_MAX_MSIZE (64u << 20)
+
+struct share_cfg {
+	const char *path;
+	const char *tag;
+	bool ro;
+	uint32_t msize;		/* largest msize the server accepts */
+};
+
+struct vm_config {
+	const char *kernel;
+	const char *initrd;
+	const char *append;
+	uint64_t mem_size;
+	unsigned int cpus;
+	const char *cpu_features;	/* --cpu: "+feat,-feat,..." or NULL */
+	struct disk_cfg disks[CONFIG_MAX_DISKS];
+	unsigned int ndisks;
+	struct share_cfg shares[CONFIG_MAX_SHARES];
+	unsigned int nshares;
+};
+
+/* Parse one --disk argument. On error returns -EINVAL and writes a one-line
+ * message (without "iovm: ") to err. Does not touch the file system. */
+int config_parse_disk(const char *arg, struct disk_cfg *out, char *err,
+		      size_t errlen);
+
+/* Parse one --share argument (path=DIR,tag=NAME[,ro][,msize=SIZE]).
+ * need_tag: tag= is required (virtio-9p), not for 9p-serve. */
+int config_parse_share(const char *arg, bool need_tag, struct share_cfg *out,
+		       char *err, size_t errlen);
+
+const char *disk_if_name(enum disk_if iface);
+
+#endif

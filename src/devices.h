@@ -1,0 +1,13 @@
+/* Creation of the devices a VM configuration asks for (disks, shares). */
+#ifndef IOVM_DEVICES_H
+#define IOVM_DEVICES_H
+
+#include "config.h"
+
+struct vm;
+
+/* Called by `iovm run` after the VM and its core devices exist and before
+ * the vCPUs start. Prints a clear error and returns -errno on failure. */
+int devices_create(struct vm *vm, const struct vm_config *cfg);
+
+#endif

@@ -1,0 +1,3 @@
+#!/bin/sh
+# Placeholder until the guest image builder lands (issue 2).
+mkdir -p "${1:-build/guest}"

@@ -1,0 +1,36 @@
+#!/bin/sh
+# The whole test suite: installs dependencies, builds iovm, the probe and the
+# guest image, runs the unit, KVM and real-driver tests, the unit tests again
+# under ASan+UBSan, and every fuzz harness briefly. Exits non-zero on any
+# failure. KVM tests print SKIPPED (and count as skipped) without /dev/kvm.
+set -eu
+cd "$(dirname "$0")/.."
+
+./tools/install-deps.sh
+
+step() { printf '\n=== %s ===\n' "$*"; }
+
+step "build (build/)"
+[ -d build ] || meson setup build
+ninja -C build
+
+step "guest image"
+./tools/mkguest.sh build/guest
+
+step "unit, KVM and real-driver tests"
+meson test -C build --print-errorlogs --num-processes 2
+
+step "unit tests under ASan+UBSan (build-asan/)"
+[ -d build-asan ] || meson setup build-asan -Db_sanitize=address,undefined \
+	-Db_lundef=false -Dguest_tests=false
+ninja -C build-asan
+UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	meson test -C build-asan --suite unit --print-errorlogs
+
+step "fuzz harnesses (build-fuzz/, clang + libFuzzer)"
+[ -d build-fuzz ] || CC=clang meson setup build-fuzz -Dfuzz=true \
+	-Db_sanitize=address,undefined -Db_lundef=false -Dguest_tests=false
+ninja -C build-fuzz
+meson test -C build-fuzz --suite fuzz --print-errorlogs
+
+step "all tests passed"
