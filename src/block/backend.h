@@ -23,6 +23,13 @@ struct blk_backend {
 	bool is_blockdev;
 	bool discard_ok;	/* punch hole / BLKDISCARD supported */
 	char serial[21];	/* stable id derived from the file (GET_ID, VPD 0x80) */
+	/* cache=none: O_DIRECT needs buffers, lengths and offsets aligned to
+	 * dio_align. Guests usually comply; a request that does not is sent
+	 * on fd_buffered (same file, page cache) instead of failing, which
+	 * stays coherent because the kernel writes back and invalidates the
+	 * cached range around direct I/O. -1 when direct is false. */
+	int fd_buffered;
+	uint32_t dio_align;
 };
 
 /* Opens path per cfg (ro, cache). Errors are printed by the caller from the
@@ -57,6 +64,9 @@ void blkq_destroy(struct blk_queue *q);
  * owner's event loop. */
 int blkq_event_fd(struct blk_queue *q);
 
+/* Largest READ/WRITE in bytes (the result is an int). */
+#define BLK_MAX_RW 0x7ffff000u
+
 /* Queues an operation; iov must stay valid until completion. Returns 0 or
  * -errno (-EAGAIN when depth requests are already in flight). Offsets and
  * lengths are checked against the backend size by the device, and again
@@ -68,6 +78,11 @@ int blkq_flush(struct blk_queue *q, struct blk_backend *be, blk_done_fn done,
 	       void *tag);
 int blkq_discard(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 		 uint64_t offset, uint64_t len, blk_done_fn done, void *tag);
+
+/* One-shot watch: done(tag, poll mask or -errno) is called from blkq_reap
+ * when fd becomes readable. Lets a queue thread wait on its kick eventfd and
+ * its I/O completions in a single io_uring_enter. Uses no request slot. */
+int blkq_poll(struct blk_queue *q, int fd, blk_done_fn done, void *tag);
 
 /* Sends everything queued to the kernel. */
 int blkq_submit(struct blk_queue *q);

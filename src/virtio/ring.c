@@ -1,0 +1,301 @@
+/* Split virtqueue, device side (virtio 1.x, section 2.7). The guest may
+ * rewrite any ring field at any time, so each descriptor is copied once and
+ * validated on the copy, and every count is bounded before it is used. */
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "virtio/ring.h"
+
+#define mb() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+
+static inline uint16_t load_acquire16(volatile uint16_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+static inline uint16_t load16(volatile uint16_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+static inline void store_release16(volatile uint16_t *p, uint16_t v)
+{
+	__atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
+static inline void store16(volatile uint16_t *p, uint16_t v)
+{
+	__atomic_store_n(p, v, __ATOMIC_RELAXED);
+}
+
+int virtq_init(struct virtq *vq)
+{
+	uint64_t n = vq->size;
+	uint8_t *used;
+
+	if (!vq->mem || !n || n > VIRTQ_MAX_SIZE || (n & (n - 1)))
+		return -EINVAL;
+	if ((vq->desc_gpa & 15) || (vq->avail_gpa & 1) || (vq->used_gpa & 3))
+		return -EINVAL;
+	vq->desc = gmem_ptr(vq->mem, vq->desc_gpa, 16 * n);
+	vq->avail = gmem_ptr(vq->mem, vq->avail_gpa, 6 + 2 * n);
+	used = gmem_ptr(vq->mem, vq->used_gpa, 6 + 8 * n);
+	if (!vq->desc || !vq->avail || !used)
+		return -EINVAL;
+	vq->used_flags = (volatile uint16_t *)used;
+	vq->used_ring = (volatile struct virtq_used_elem *)(used + 4);
+	vq->avail_event = (volatile uint16_t *)(used + 4 + 8 * n);
+	vq->used_idx = load16(&vq->used_flags[1]);
+	vq->signalled_valid = false;
+	vq->kicks_enabled = true;
+	return 0;
+}
+
+unsigned int virtq_avail_count(struct virtq *vq)
+{
+	uint16_t n = load_acquire16(&vq->avail[1]) - vq->last_avail;
+
+	return n > vq->size ? 0 : n;
+}
+
+/* Appends the host view of [gpa, gpa+len) to iov, one entry per guest RAM
+ * region the range touches (regions may be contiguous in guest-physical
+ * space while their host mappings are not). */
+static int map_range(const struct gmem *m, uint64_t gpa, uint64_t len,
+		     struct iovec *iov, unsigned int *n, unsigned int max)
+{
+	if (gpa + len < gpa)
+		return -EINVAL;
+	while (len) {
+		const struct gmem_region *r = NULL;
+		uint64_t off, chunk;
+
+		for (unsigned int i = 0; i < m->n; i++) {
+			if (gpa >= m->r[i].gpa && gpa - m->r[i].gpa < m->r[i].size) {
+				r = &m->r[i];
+				break;
+			}
+		}
+		if (!r)
+			return -EINVAL;
+		if (*n >= max)
+			return -ENOBUFS;
+		off = gpa - r->gpa;
+		chunk = r->size - off < len ? r->size - off : len;
+		iov[*n].iov_base = r->hva + off;
+		iov[*n].iov_len = chunk;
+		(*n)++;
+		gpa += chunk;
+		len -= chunk;
+	}
+	return 0;
+}
+
+/* Chain walk state: the budget bounds the descriptors visited (loops and
+ * overlong chains end there) and writing remembers that the readable part
+ * is over. */
+struct walk {
+	struct virtq_elem *elem;
+	struct iovec *iov;
+	unsigned int max_iov;
+	bool writing;
+};
+
+static int add_desc(struct virtq *vq, struct walk *w, const struct virtq_desc *d)
+{
+	struct virtq_elem *elem = w->elem;
+	unsigned int n = elem->out_num + elem->in_num, before = n;
+	bool wr = d->flags & VIRTQ_DESC_F_WRITE;
+	int ret;
+
+	if (!wr && w->writing)
+		return -EINVAL;	/* readable after writable */
+	w->writing |= wr;
+	ret = map_range(vq->mem, d->addr, d->len, w->iov, &n, w->max_iov);
+	if (ret)
+		return ret;
+	if (wr) {
+		elem->in_num += n - before;
+		elem->in_len += d->len;
+	} else {
+		elem->out_num += n - before;
+		elem->out_len += d->len;
+	}
+	return 0;
+}
+
+/* Walks one descriptor table (the ring's or an indirect one) from index i;
+ * at most budget descriptors. */
+static int walk(struct virtq *vq, struct walk *w,
+		const struct virtq_desc *table, unsigned int tsize,
+		unsigned int i, bool nested, unsigned int budget)
+{
+	for (;;) {
+		struct virtq_desc d;
+		int ret;
+
+		if (i >= tsize || !budget)
+			return -EINVAL;	/* bad index, loop or overlong chain */
+		budget--;
+		memcpy(&d, (const void *)&table[i], sizeof(d));
+		if (d.flags & VIRTQ_DESC_F_INDIRECT) {
+			const struct virtq_desc *ind;
+			unsigned int n = d.len / sizeof(struct virtq_desc);
+
+			if (nested || !vq->indirect ||
+			    (d.flags & VIRTQ_DESC_F_NEXT) || !d.len ||
+			    d.len % sizeof(struct virtq_desc) ||
+			    n > VIRTQ_MAX_SIZE)
+				return -EINVAL;
+			ind = gmem_ptr(vq->mem, d.addr, d.len);
+			if (!ind)
+				return -EINVAL;
+			/* Each entry of the table is visited at most once. */
+			return walk(vq, w, ind, n, 0, true, n);
+		}
+		ret = add_desc(vq, w, &d);
+		if (ret)
+			return ret;
+		if (!(d.flags & VIRTQ_DESC_F_NEXT))
+			return 0;
+		i = d.next;
+	}
+}
+
+int virtq_pop(struct virtq *vq, struct virtq_elem *elem, struct iovec *iov,
+	      unsigned int max_iov)
+{
+	uint16_t avail_idx = load_acquire16(&vq->avail[1]);
+	uint16_t head;
+	struct walk w = { elem, iov, max_iov, false };
+	int ret;
+
+	if (avail_idx == vq->last_avail)
+		return 0;
+	if ((uint16_t)(avail_idx - vq->last_avail) > vq->size)
+		return -EINVAL;
+	head = load16(&vq->avail[2 + (vq->last_avail & (vq->size - 1))]);
+	if (head >= vq->size)
+		return -EINVAL;
+	vq->last_avail++;
+	elem->head = head;
+	elem->out_num = elem->in_num = 0;
+	elem->out_len = elem->in_len = 0;
+	ret = walk(vq, &w, vq->desc, vq->size, head, false, vq->size);
+	if (ret)
+		return ret;
+	if (vq->event_idx && vq->kicks_enabled)
+		store16(vq->avail_event, vq->last_avail);
+	return 1;
+}
+
+void virtq_push(struct virtq *vq, uint16_t head, uint32_t len)
+{
+	volatile struct virtq_used_elem *e =
+		&vq->used_ring[vq->used_idx & (vq->size - 1)];
+
+	e->id = head;
+	e->len = len;
+	vq->used_idx++;
+	store_release16(&vq->used_flags[1], vq->used_idx);
+}
+
+bool virtq_notify(struct virtq *vq)
+{
+	uint16_t old = vq->signalled_used, now = vq->used_idx;
+	bool need;
+	uint64_t one = 1;
+
+	/* Our used idx store must be visible before we read the driver's
+	 * suppression state, or we could miss its re-enable. */
+	mb();
+	if (vq->event_idx) {
+		uint16_t event = load16(&vq->avail[2 + vq->size]);
+
+		need = !vq->signalled_valid ||
+		       (uint16_t)(now - event - 1) < (uint16_t)(now - old);
+	} else {
+		need = !(load16(&vq->avail[0]) & VIRTQ_AVAIL_F_NO_INTERRUPT);
+	}
+	if (vq->signalled_valid && old == now)
+		need = false;
+	vq->signalled_used = now;
+	vq->signalled_valid = true;
+	if (!need || vq->call_fd < 0)
+		return false;
+	if (vq->isr)
+		__atomic_fetch_or(vq->isr, 1, __ATOMIC_SEQ_CST);
+	if (write(vq->call_fd, &one, sizeof(one)) < 0)
+		return false;
+	return true;
+}
+
+void virtq_disable_kicks(struct virtq *vq)
+{
+	if (!vq->kicks_enabled)
+		return;
+	vq->kicks_enabled = false;
+	/* With event idx, leaving avail_event behind last_avail suppresses
+	 * further kicks; without it the flag says so. */
+	if (!vq->event_idx)
+		store16(&vq->used_flags[0], VIRTQ_USED_F_NO_NOTIFY);
+}
+
+bool virtq_enable_kicks(struct virtq *vq)
+{
+	vq->kicks_enabled = true;
+	if (vq->event_idx)
+		store16(vq->avail_event, vq->last_avail);
+	else
+		store16(&vq->used_flags[0], 0);
+	/* The re-enable must be visible before we look at avail idx again:
+	 * otherwise a driver that saw kicks disabled and a device that saw no
+	 * new entries would both go to sleep. */
+	mb();
+	return load_acquire16(&vq->avail[1]) != vq->last_avail;
+}
+
+size_t iov_to_buf(const struct iovec *iov, unsigned int cnt, size_t offset,
+		  void *buf, size_t len)
+{
+	size_t done = 0;
+
+	for (unsigned int i = 0; i < cnt && done < len; i++) {
+		size_t l = iov[i].iov_len;
+
+		if (offset >= l) {
+			offset -= l;
+			continue;
+		}
+		l -= offset;
+		if (l > len - done)
+			l = len - done;
+		memcpy((uint8_t *)buf + done, (uint8_t *)iov[i].iov_base + offset, l);
+		done += l;
+		offset = 0;
+	}
+	return done;
+}
+
+size_t iov_from_buf(const struct iovec *iov, unsigned int cnt, size_t offset,
+		    const void *buf, size_t len)
+{
+	size_t done = 0;
+
+	for (unsigned int i = 0; i < cnt && done < len; i++) {
+		size_t l = iov[i].iov_len;
+
+		if (offset >= l) {
+			offset -= l;
+			continue;
+		}
+		l -= offset;
+		if (l > len - done)
+			l = len - done;
+		memcpy((uint8_t *)iov[i].iov_base + offset, (const uint8_t *)buf + done, l);
+		done += l;
+		offset = 0;
+	}
+	return done;
+}

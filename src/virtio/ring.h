@@ -1,0 +1,116 @@
+/* Split virtqueue, device side: pops descriptor chains from the available
+ * ring into iovecs that point straight into guest RAM, pushes used elements,
+ * and decides (event index or flags) when to interrupt the driver. Every
+ * address and length the guest wrote is checked before use. */
+#ifndef IOVM_VIRTIO_RING_H
+#define IOVM_VIRTIO_RING_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "lib/gmem.h"
+
+#define VIRTQ_MAX_SIZE 32768
+
+#define VIRTQ_DESC_F_NEXT 1
+#define VIRTQ_DESC_F_WRITE 2
+#define VIRTQ_DESC_F_INDIRECT 4
+#define VIRTQ_USED_F_NO_NOTIFY 1
+#define VIRTQ_AVAIL_F_NO_INTERRUPT 1
+
+struct virtq_desc {
+	uint64_t addr;
+	uint32_t len;
+	uint16_t flags;
+	uint16_t next;
+};
+
+struct virtq_used_elem {
+	uint32_t id;
+	uint32_t len;
+};
+
+/* One queue. The transport (virtio-pci, vhost-user) fills in the fields of
+ * the first block, calls virtq_init(), then hands the queue to the device's
+ * queue_start. From then on only the device's queue thread touches it until
+ * queue_stop returns. */
+struct virtq {
+	/* --- filled in by the transport --- */
+	const struct gmem *mem;
+	uint16_t size;		/* entries, a power of two <= VIRTQ_MAX_SIZE */
+	uint64_t desc_gpa;	/* 16-byte aligned */
+	uint64_t avail_gpa;	/* 2-byte aligned */
+	uint64_t used_gpa;	/* 4-byte aligned */
+	int kick_fd;		/* eventfd the driver's notifications signal */
+	int call_fd;		/* eventfd that interrupts the driver; -1: none */
+	uint8_t *isr;		/* INTx: ISR byte to set (bit 0) before a call;
+				 * NULL with MSI-X */
+	bool event_idx;		/* VIRTIO_F_RING_EVENT_IDX negotiated */
+	bool indirect;		/* VIRTIO_F_RING_INDIRECT_DESC negotiated */
+	uint16_t last_avail;	/* next avail entry to pop (vhost-user
+				 * SET/GET_VRING_BASE); the used index starts
+				 * from the used ring's current idx */
+
+	/* --- private to ring.c --- */
+	struct virtq_desc *desc;
+	volatile uint16_t *avail;	/* flags, idx, ring[size], used_event */
+	volatile uint16_t *used_flags;	/* used ring: flags, idx */
+	volatile struct virtq_used_elem *used_ring;
+	volatile uint16_t *avail_event;
+	uint16_t used_idx;		/* next used slot (our shadow) */
+	uint16_t signalled_used;	/* used idx at the last interrupt */
+	bool signalled_valid;
+	bool kicks_enabled;
+};
+
+/* What virtq_pop found: iov[0 .. out_num) are device-readable (driver "out"),
+ * iov[out_num .. out_num+in_num) device-writable. */
+struct virtq_elem {
+	uint16_t head;		/* id to push back */
+	unsigned int out_num;
+	unsigned int in_num;
+	uint64_t out_len;	/* bytes in the readable part */
+	uint64_t in_len;	/* bytes in the writable part */
+};
+
+/* Maps the rings after the transport set their addresses. Returns 0, or
+ * -EINVAL when a ring lies outside guest RAM, is misaligned, or the size is
+ * not a power of two. */
+int virtq_init(struct virtq *vq);
+
+/* Pops the next available chain into iov (at most max_iov entries; a
+ * descriptor that crosses a guest RAM region boundary takes one per region).
+ * Returns 1 with *elem filled, 0 when the ring is empty, or for a malformed
+ * ring or chain -EINVAL (bad index, address outside RAM, loop, too long,
+ * nested indirect, readable after writable) or -ENOBUFS (more than max_iov
+ * segments). On -EINVAL/-ENOBUFS the device must stop using the queue and
+ * call its transport's needs_reset: the driver broke the ring contract. */
+int virtq_pop(struct virtq *vq, struct virtq_elem *elem, struct iovec *iov,
+	      unsigned int max_iov);
+
+/* Returns a chain to the driver with len bytes written into its writable
+ * part. The used index is published (release order) at once. */
+void virtq_push(struct virtq *vq, uint16_t head, uint32_t len);
+
+/* Interrupts the driver if it asked to be told about the elements pushed
+ * since the last call (event index or NO_INTERRUPT flag). Returns true when
+ * an interrupt was sent. */
+bool virtq_notify(struct virtq *vq);
+
+/* Kick suppression while the device is busy popping: with kicks disabled
+ * the driver need not notify. virtq_enable_kicks re-arms them and returns
+ * true when new entries arrived meanwhile (pop again before sleeping). */
+void virtq_disable_kicks(struct virtq *vq);
+bool virtq_enable_kicks(struct virtq *vq);
+
+/* Entries available and not yet popped (0 on a malformed avail index). */
+unsigned int virtq_avail_count(struct virtq *vq);
+
+/* Helpers on iovec arrays (bounds-checked copies). Return bytes copied. */
+size_t iov_to_buf(const struct iovec *iov, unsigned int cnt, size_t offset,
+		  void *buf, size_t len);
+size_t iov_from_buf(const struct iovec *iov, unsigned int cnt, size_t offset,
+		    const void *buf, size_t len);
+
+#endif
