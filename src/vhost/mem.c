@@ -1,0 +1,188 @@
+/* The vhost-user memory table: mapping, checking and translating. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "vhost/mem.h"
+
+void vhu_mem_init(struct vhu_mem *m)
+{
+	memset(m, 0, sizeof(*m));
+}
+
+static void rebuild_gmem(struct vhu_mem *m)
+{
+	m->gmem.n = m->n;
+	for (unsigned int i = 0; i < m->n; i++) {
+		m->gmem.r[i].gpa = m->r[i].gpa;
+		m->gmem.r[i].size = m->r[i].size;
+		m->gmem.r[i].hva = m->r[i].hva;
+	}
+}
+
+/* [a, a+alen) and [b, b+blen) intersect; neither wraps (checked before). */
+static bool overlaps(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
+{
+	return a < b + blen && b < a + alen;
+}
+
+static int check_region(const struct vhu_mem *m, const struct vhu_region *r,
+			char *err, size_t errlen)
+{
+	if (!r->size) {
+		snprintf(err, errlen, "memory region at gpa 0x%" PRIx64 " is empty", r->gpa);
+		return -EINVAL;
+	}
+	if (r->gpa + r->size < r->gpa || r->uaddr + r->size < r->uaddr ||
+	    r->mmap_offset + r->size < r->mmap_offset) {
+		snprintf(err, errlen, "memory region gpa 0x%" PRIx64 " size 0x%" PRIx64
+			 " wraps around the address space", r->gpa, r->size);
+		return -EINVAL;
+	}
+	for (unsigned int i = 0; i < m->n; i++) {
+		const struct vhu_mem_region *o = &m->r[i];
+
+		if (overlaps(r->gpa, r->size, o->gpa, o->size)) {
+			snprintf(err, errlen, "memory region gpa 0x%" PRIx64 "+0x%" PRIx64
+				 " overlaps region gpa 0x%" PRIx64 "+0x%" PRIx64,
+				 r->gpa, r->size, o->gpa, o->size);
+			return -EINVAL;
+		}
+		if (overlaps(r->uaddr, r->size, o->uaddr, o->size)) {
+			snprintf(err, errlen, "memory region user address 0x%" PRIx64 "+0x%" PRIx64
+				 " overlaps region at 0x%" PRIx64 "+0x%" PRIx64,
+				 r->uaddr, r->size, o->uaddr, o->size);
+			return -EINVAL;
+		}
+	}
+	if (m->n == VHU_MEM_MAX_REGIONS) {
+		snprintf(err, errlen, "more than %u memory regions", VHU_MEM_MAX_REGIONS);
+		return -ENOSPC;
+	}
+	return 0;
+}
+
+int vhu_mem_add(struct vhu_mem *m, const struct vhu_region *r, int fd,
+		char *err, size_t errlen)
+{
+	struct vhu_mem_region *n;
+	struct stat st;
+	uint64_t align, start, len;
+	void *p;
+	int ret;
+
+	ret = check_region(m, r, err, errlen);
+	if (ret)
+		return ret;
+	if (fstat(fd, &st) < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "memory region fd: %s", strerror(errno));
+		return ret;
+	}
+	/* Only files have a size to check against: mapping past the end of
+	 * one would turn a client's lie into a SIGBUS in the backend. */
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "memory region fd is not a regular file or memfd");
+		return -EINVAL;
+	}
+	if (r->mmap_offset + r->size > (uint64_t)st.st_size) {
+		snprintf(err, errlen, "memory region offset 0x%" PRIx64 " size 0x%" PRIx64
+			 " lies outside its file of 0x%" PRIx64 " bytes",
+			 r->mmap_offset, r->size, (uint64_t)st.st_size);
+		return -EINVAL;
+	}
+	/* mmap offsets must be page aligned (huge-page aligned on
+	 * hugetlbfs, whose st_blksize is the huge page size). */
+	align = sysconf(_SC_PAGESIZE);
+	if (st.st_blksize > 0 && (uint64_t)st.st_blksize > align &&
+	    !(st.st_blksize & (st.st_blksize - 1)))
+		align = st.st_blksize;
+	start = r->mmap_offset & ~(align - 1);
+	len = r->mmap_offset - start + r->size;
+	if (len > SIZE_MAX) {
+		snprintf(err, errlen, "memory region of 0x%" PRIx64 " bytes is too large", len);
+		return -EINVAL;
+	}
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
+		 fd, start);
+	if (p == MAP_FAILED) {
+		ret = -errno;
+		snprintf(err, errlen, "cannot map memory region gpa 0x%" PRIx64 " size 0x%" PRIx64 ": %s",
+			 r->gpa, r->size, strerror(errno));
+		return ret;
+	}
+	n = &m->r[m->n++];
+	n->gpa = r->gpa;
+	n->size = r->size;
+	n->uaddr = r->uaddr;
+	n->map_base = p;
+	n->map_len = len;
+	n->hva = (uint8_t *)p + (r->mmap_offset - start);
+	rebuild_gmem(m);
+	return 0;
+}
+
+int vhu_mem_remove(struct vhu_mem *m, const struct vhu_region *r, char *err,
+		   size_t errlen)
+{
+	for (unsigned int i = 0; i < m->n; i++) {
+		struct vhu_mem_region *o = &m->r[i];
+
+		if (o->gpa != r->gpa || o->uaddr != r->uaddr || o->size != r->size)
+			continue;
+		munmap(o->map_base, o->map_len);
+		memmove(o, o + 1, (m->n - i - 1) * sizeof(*o));
+		m->n--;
+		rebuild_gmem(m);
+		return 0;
+	}
+	snprintf(err, errlen, "no memory region at gpa 0x%" PRIx64 " user address 0x%" PRIx64
+		 " size 0x%" PRIx64 " to remove", r->gpa, r->uaddr, r->size);
+	return -ENOENT;
+}
+
+void vhu_mem_clear(struct vhu_mem *m)
+{
+	for (unsigned int i = 0; i < m->n; i++)
+		munmap(m->r[i].map_base, m->r[i].map_len);
+	m->n = 0;
+	rebuild_gmem(m);
+}
+
+static const struct vhu_mem_region *find_uva(const struct vhu_mem *m,
+					     uint64_t uaddr, uint64_t len)
+{
+	for (unsigned int i = 0; i < m->n; i++) {
+		const struct vhu_mem_region *r = &m->r[i];
+
+		if (uaddr < r->uaddr || uaddr - r->uaddr >= r->size)
+			continue;
+		if (len > r->size - (uaddr - r->uaddr))
+			return NULL;
+		return r;
+	}
+	return NULL;
+}
+
+void *vhu_mem_uva_to_hva(const struct vhu_mem *m, uint64_t uaddr, uint64_t len)
+{
+	const struct vhu_mem_region *r = find_uva(m, uaddr, len);
+
+	return r ? r->hva + (uaddr - r->uaddr) : NULL;
+}
+
+int vhu_mem_uva_to_gpa(const struct vhu_mem *m, uint64_t uaddr, uint64_t len,
+		       uint64_t *gpa)
+{
+	const struct vhu_mem_region *r = find_uva(m, uaddr, len);
+
+	if (!r)
+		return -EFAULT;
+	*gpa = r->gpa + (uaddr - r->uaddr);
+	return 0;
+}

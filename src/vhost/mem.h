@@ -1,0 +1,58 @@
+/* The vhost-user memory table: the client's guest RAM regions, mapped from
+ * the file descriptors it sent, with translations from guest-physical and
+ * from client user (virtual) addresses. Every region is checked against
+ * the others and against the file it came with before it is mapped. */
+#ifndef IOVM_VHOST_MEM_H
+#define IOVM_VHOST_MEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/gmem.h"
+#include "vhost/proto.h"
+
+#define VHU_MEM_MAX_REGIONS GMEM_MAX_REGIONS
+
+struct vhu_mem_region {
+	uint64_t gpa;
+	uint64_t size;
+	uint64_t uaddr;
+	uint8_t *hva;		/* host address of gpa */
+	void *map_base;		/* what mmap returned, for munmap */
+	size_t map_len;
+};
+
+struct vhu_mem {
+	struct vhu_mem_region r[VHU_MEM_MAX_REGIONS];
+	unsigned int n;
+	/* The device's view (gpa -> hva), rebuilt on every change. */
+	struct gmem gmem;
+};
+
+void vhu_mem_init(struct vhu_mem *m);
+
+/* Maps one region from fd (which the caller still owns and closes).
+ * Refuses (-EINVAL, err says why) an empty region, one whose addresses
+ * wrap, that overlaps another in guest-physical or user address space,
+ * that lies outside its file, or a fd that is not a regular file or memfd;
+ * -ENOSPC when the table is full. */
+int vhu_mem_add(struct vhu_mem *m, const struct vhu_region *r, int fd,
+		char *err, size_t errlen);
+
+/* Unmaps the region with this gpa, uaddr and size (-ENOENT if none). */
+int vhu_mem_remove(struct vhu_mem *m, const struct vhu_region *r, char *err,
+		   size_t errlen);
+
+/* Unmaps everything. */
+void vhu_mem_clear(struct vhu_mem *m);
+
+/* Host pointer for [uaddr, uaddr+len) in the client's address space, if
+ * wholly inside one region; NULL otherwise. */
+void *vhu_mem_uva_to_hva(const struct vhu_mem *m, uint64_t uaddr,
+			 uint64_t len);
+
+/* Guest-physical address for [uaddr, uaddr+len); 0 or -EFAULT. */
+int vhu_mem_uva_to_gpa(const struct vhu_mem *m, uint64_t uaddr, uint64_t len,
+		       uint64_t *gpa);
+
+#endif

@@ -1,0 +1,32 @@
+/* A vhost-user back-end: serves one virtio device (the same device model as
+ * `iovm run`) to a vhost-user front-end (QEMU, ...) over a UNIX socket, one
+ * client at a time. The device sees only guest memory, virtqueues with kick
+ * and call eventfds, and config space: exactly what virtio-pci gives it. */
+#ifndef IOVM_VHOST_SERVER_H
+#define IOVM_VHOST_SERVER_H
+
+#include <stdbool.h>
+
+struct virtio_dev;
+struct vhu_server;
+
+/* Wraps dev (which stays owned by the caller and must outlive the
+ * server). Returns NULL on allocation failure. */
+struct vhu_server *vhu_server_new(struct virtio_dev *dev);
+void vhu_server_free(struct vhu_server *s);
+
+/* Serves one connected client on sock until it disconnects, breaks the
+ * protocol (logged, one line) or stop_fd (-1: none) becomes readable.
+ * Then stops every queue (in-flight requests complete first), flushes the
+ * device, unmaps the client's memory and forgets its state, so the next
+ * client starts afresh. Closes sock. Returns 0 when the client hung up,
+ * -EBADMSG (or another -errno) when it was disconnected for an error,
+ * -EINTR when stop_fd fired. */
+int vhu_server_serve(struct vhu_server *s, int sock, int stop_fd);
+
+/* Listens on a UNIX socket at path (replacing a stale socket there) and
+ * serves clients one after the other until SIGINT/SIGTERM, or after the
+ * first client with once. Returns a process exit status. */
+int vhu_server_run(struct vhu_server *s, const char *path, bool once);
+
+#endif

@@ -1,0 +1,787 @@
+/* Unit tests of the vhost-user back-end: a client on one end of a
+ * socketpair (memfds for guest RAM, eventfds for kicks and calls, sent with
+ * SCM_RIGHTS) drives the server, which serves a fake device that records
+ * what the transport asked of it. Good sessions and hostile messages. */
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "vhost/mem.h"
+#include "vhost/proto.h"
+#include "vhost/server.h"
+#include "virtio/ring.h"
+#include "virtio/virtio.h"
+
+#define RAM_SIZE (1u << 20)
+#define UADDR 0x7f0000000000ull	/* where the "client" has its RAM */
+#define NQ 2
+
+/* ---- the fake device ---- */
+
+struct fake_dev {
+	struct virtio_dev dev;
+	uint8_t config[24];
+	int starts, stops, flushes;
+	struct virtq started_vq;	/* copy of the last queue started */
+	bool running[NQ];
+};
+
+static void fake_config_read(struct virtio_dev *d, uint32_t off, void *data,
+			     uint32_t len)
+{
+	struct fake_dev *f = (struct fake_dev *)d;
+
+	memcpy(data, f->config + off, len);
+}
+
+static void fake_config_write(struct virtio_dev *d, uint32_t off,
+			      const void *data, uint32_t len)
+{
+	struct fake_dev *f = (struct fake_dev *)d;
+
+	memcpy(f->config + off, data, len);
+}
+
+static int fake_features_ok(struct virtio_dev *d)
+{
+	/* A device may refuse a feature set: this one needs VERSION_1. */
+	return virtio_has_feature(d, VIRTIO_F_VERSION_1) ? 0 : -EINVAL;
+}
+
+static int fake_queue_start(struct virtio_dev *d, unsigned int i, struct virtq *vq)
+{
+	struct fake_dev *f = (struct fake_dev *)d;
+
+	assert_true(i < NQ);
+	assert_false(f->running[i]);
+	f->running[i] = true;
+	f->starts++;
+	f->started_vq = *vq;
+	return 0;
+}
+
+static void fake_queue_stop(struct virtio_dev *d, unsigned int i)
+{
+	struct fake_dev *f = (struct fake_dev *)d;
+
+	assert_true(f->running[i]);
+	f->running[i] = false;
+	f->stops++;
+}
+
+static void fake_flush(struct virtio_dev *d)
+{
+	((struct fake_dev *)d)->flushes++;
+}
+
+static const struct virtio_dev_ops fake_ops = {
+	.config_read = fake_config_read,
+	.config_write = fake_config_write,
+	.features_ok = fake_features_ok,
+	.queue_start = fake_queue_start,
+	.queue_stop = fake_queue_stop,
+	.flush = fake_flush,
+};
+
+#define FAKE_FEATURES                                                   \
+	((1ull << VIRTIO_F_VERSION_1) | (1ull << VIRTIO_F_RING_EVENT_IDX) | \
+	 (1ull << 33) /* ACCESS_PLATFORM: must not be offered */)
+
+static void fake_init(struct fake_dev *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->dev.name = "fake";
+	f->dev.num_queues = NQ;
+	f->dev.max_queue_size = 256;
+	f->dev.config_len = sizeof(f->config);
+	f->dev.host_features = FAKE_FEATURES;
+	f->dev.ops = &fake_ops;
+	for (unsigned int i = 0; i < sizeof(f->config); i++)
+		f->config[i] = 0xa0 + i;
+}
+
+/* ---- a server thread per connection ---- */
+
+struct conn {
+	struct fake_dev fake;
+	struct vhu_server *srv;
+	pthread_t thread;
+	int cfd;		/* the client's end */
+	int sfd;		/* the server's end */
+	int result;
+	int ram_fd;
+	uint8_t *ram;
+};
+
+static void *serve_thread(void *arg)
+{
+	struct conn *c = arg;
+
+	c->result = vhu_server_serve(c->srv, c->sfd, -1);
+	return NULL;
+}
+
+static void conn_start(struct conn *c)
+{
+	int sv[2];
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	c->cfd = sv[0];
+	c->sfd = sv[1];
+	assert_int_equal(pthread_create(&c->thread, NULL, serve_thread, c), 0);
+}
+
+static struct conn *conn_new(void)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+
+	assert_non_null(c);
+	fake_init(&c->fake);
+	c->srv = vhu_server_new(&c->fake.dev);
+	assert_non_null(c->srv);
+	c->ram_fd = memfd_create("ram", MFD_CLOEXEC);
+	assert_true(c->ram_fd >= 0);
+	assert_int_equal(ftruncate(c->ram_fd, RAM_SIZE), 0);
+	c->ram = mmap(NULL, RAM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, c->ram_fd, 0);
+	assert_true(c->ram != MAP_FAILED);
+	conn_start(c);
+	return c;
+}
+
+/* Closes the client's end and returns what the server returned. */
+static int conn_end(struct conn *c)
+{
+	close(c->cfd);
+	assert_int_equal(pthread_join(c->thread, NULL), 0);
+	return c->result;
+}
+
+static void conn_free(struct conn *c)
+{
+	vhu_server_free(c->srv);
+	munmap(c->ram, RAM_SIZE);
+	close(c->ram_fd);
+	free(c);
+}
+
+/* ---- the client side of the protocol ---- */
+
+static void send_msg(int fd, uint32_t req, uint32_t flags, const void *payload,
+		     uint32_t size, const int *fds, unsigned int nfds)
+{
+	struct vhu_hdr h = { req, flags, size };
+	struct iovec iov[2] = { { &h, sizeof(h) }, { (void *)payload, size } };
+	union {
+		char buf[CMSG_SPACE(16 * sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = size ? 2 : 1 };
+
+	if (nfds) {
+		struct cmsghdr *cm;
+
+		memset(&ctl, 0, sizeof(ctl));
+		mh.msg_control = ctl.buf;
+		mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+		memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
+	}
+	/* The server may already have hung up on a hostile message. */
+	(void)sendmsg(fd, &mh, MSG_NOSIGNAL);
+}
+
+static void send_req(int fd, uint32_t req, const void *payload, uint32_t size)
+{
+	send_msg(fd, req, VHU_VERSION, payload, size, NULL, 0);
+}
+
+/* Reads one reply; returns its payload size, or -1 at end of stream. */
+static int recv_reply(int fd, uint32_t req, void *payload, uint32_t max)
+{
+	struct vhu_hdr h;
+	ssize_t n = recv(fd, &h, sizeof(h), MSG_WAITALL);
+
+	if (n == 0)
+		return -1;
+	assert_int_equal(n, sizeof(h));
+	assert_int_equal(h.request, req);
+	assert_int_equal(h.flags, VHU_VERSION | VHU_FLAG_REPLY);
+	assert_true(h.size <= max);
+	if (h.size)
+		assert_int_equal(recv(fd, payload, h.size, MSG_WAITALL), h.size);
+	return h.size;
+}
+
+static uint64_t get_u64(int fd, uint32_t req)
+{
+	uint64_t v = 0;
+
+	send_req(fd, req, NULL, 0);
+	assert_int_equal(recv_reply(fd, req, &v, sizeof(v)), 8);
+	return v;
+}
+
+/* Sends with NEED_REPLY and returns the REPLY_ACK status. */
+static uint64_t send_ack(int fd, uint32_t req, const void *payload, uint32_t size,
+			 const int *fds, unsigned int nfds)
+{
+	uint64_t status = 0xdead;
+
+	send_msg(fd, req, VHU_VERSION | VHU_FLAG_NEED_REPLY, payload, size, fds, nfds);
+	assert_int_equal(recv_reply(fd, req, &status, sizeof(status)), 8);
+	return status;
+}
+
+/* True when the server has closed the connection. */
+static bool hung_up(int fd)
+{
+	char b;
+	ssize_t n = recv(fd, &b, 1, MSG_WAITALL);
+
+	/* A close with our bytes still unread shows as a reset. */
+	return n == 0 || (n < 0 && errno == ECONNRESET);
+}
+
+static unsigned int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	unsigned int n = 0;
+
+	assert_non_null(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+static const uint64_t all_pf = (1ull << VHU_PF_MQ) | (1ull << VHU_PF_REPLY_ACK) |
+			       (1ull << VHU_PF_CONFIG) |
+			       (1ull << VHU_PF_CONFIGURE_MEM_SLOTS);
+
+static void negotiate(struct conn *c, uint64_t pf)
+{
+	uint64_t f = get_u64(c->cfd, VHU_GET_FEATURES);
+
+	assert_true(f & (1ull << VHU_F_PROTOCOL_FEATURES));
+	send_req(c->cfd, VHU_SET_OWNER, NULL, 0);
+	send_req(c->cfd, VHU_SET_PROTOCOL_FEATURES, &pf, 8);
+	f = (1ull << VIRTIO_F_VERSION_1) | (1ull << VIRTIO_F_RING_EVENT_IDX) |
+	    (1ull << VHU_F_PROTOCOL_FEATURES);
+	send_req(c->cfd, VHU_SET_FEATURES, &f, 8);
+}
+
+static void set_table(struct conn *c)
+{
+	struct vhu_mem_table t = { .nregions = 1 };
+
+	t.r[0] = (struct vhu_region){ 0, RAM_SIZE, UADDR, 0 };
+	assert_int_equal(send_ack(c->cfd, VHU_SET_MEM_TABLE, &t,
+				  VHU_MEM_TABLE_HDR_SIZE + sizeof(t.r[0]), &c->ram_fd, 1), 0);
+}
+
+/* Rings of queue i at guest-physical 0x10000 * (i + 1). */
+static void setup_vring(struct conn *c, uint32_t i, uint32_t num)
+{
+	struct vhu_vring_state st = { i, num };
+	uint64_t base = UADDR + 0x10000ull * (i + 1);
+	struct vhu_vring_addr a = { i, 0, base, base + 0x2000, base + 0x1000, 0 };
+	int call = eventfd(0, EFD_CLOEXEC);
+	uint64_t idx = i;
+
+	send_req(c->cfd, VHU_SET_VRING_NUM, &st, sizeof(st));
+	send_req(c->cfd, VHU_SET_VRING_ADDR, &a, sizeof(a));
+	st.num = 7;
+	send_req(c->cfd, VHU_SET_VRING_BASE, &st, sizeof(st));
+	send_msg(c->cfd, VHU_SET_VRING_CALL, VHU_VERSION, &idx, 8, &call, 1);
+	close(call);
+}
+
+static void kick(struct conn *c, uint32_t i)
+{
+	int k = eventfd(0, EFD_CLOEXEC);
+	uint64_t idx = i;
+
+	assert_int_equal(send_ack(c->cfd, VHU_SET_VRING_KICK, &idx, 8, &k, 1), 0);
+	close(k);
+}
+
+static void enable(struct conn *c, uint32_t i, uint32_t on)
+{
+	struct vhu_vring_state st = { i, on };
+
+	assert_int_equal(send_ack(c->cfd, VHU_SET_VRING_ENABLE, &st, sizeof(st), NULL, 0), 0);
+}
+
+/* ---- good sessions ---- */
+
+static void test_full_session(void **state)
+{
+	unsigned int fds_before = count_fds();
+	struct conn *c = conn_new();
+	struct vhu_vring_state st = { 0, 0 };
+	struct vhu_config cfg = { .offset = 4, .size = 8 };
+	uint64_t f, pf;
+	int n;
+
+	f = get_u64(c->cfd, VHU_GET_FEATURES);
+	assert_int_equal(f, (1ull << VIRTIO_F_VERSION_1) | (1ull << VIRTIO_F_RING_EVENT_IDX) |
+			       (1ull << VHU_F_PROTOCOL_FEATURES));
+	pf = get_u64(c->cfd, VHU_GET_PROTOCOL_FEATURES);
+	assert_true(pf & (1ull << VHU_PF_MQ));
+	assert_true(pf & (1ull << VHU_PF_REPLY_ACK));
+	assert_true(pf & (1ull << VHU_PF_CONFIG));
+	assert_true(pf & (1ull << VHU_PF_CONFIGURE_MEM_SLOTS));
+	negotiate(c, all_pf);
+	assert_int_equal(get_u64(c->cfd, VHU_GET_QUEUE_NUM), NQ);
+	assert_int_equal(get_u64(c->cfd, VHU_GET_MAX_MEM_SLOTS), VHU_MEM_MAX_REGIONS);
+	assert_true(c->fake.dev.guest_features & (1ull << VIRTIO_F_RING_EVENT_IDX));
+	assert_false(c->fake.dev.guest_features & (1ull << VHU_F_PROTOCOL_FEATURES));
+
+	/* Config space: a window of it, and past its end reads zero. */
+	send_req(c->cfd, VHU_GET_CONFIG, &cfg, VHU_CONFIG_HDR_SIZE + cfg.size);
+	n = recv_reply(c->cfd, VHU_GET_CONFIG, &cfg, sizeof(cfg));
+	assert_int_equal(n, VHU_CONFIG_HDR_SIZE + 8);
+	assert_int_equal(cfg.data[0], 0xa4);
+	assert_int_equal(cfg.data[7], 0xab);
+	cfg = (struct vhu_config){ .offset = 20, .size = 8 };
+	send_req(c->cfd, VHU_GET_CONFIG, &cfg, VHU_CONFIG_HDR_SIZE + cfg.size);
+	recv_reply(c->cfd, VHU_GET_CONFIG, &cfg, sizeof(cfg));
+	assert_int_equal(cfg.data[3], 0xa0 + 23);
+	assert_int_equal(cfg.data[4], 0);
+	cfg = (struct vhu_config){ .offset = 2, .size = 1, .data = { 0x55 } };
+	assert_int_equal(send_ack(c->cfd, VHU_SET_CONFIG, &cfg, VHU_CONFIG_HDR_SIZE + 1,
+				  NULL, 0), 0);
+	assert_int_equal(c->fake.config[2], 0x55);
+	/* Outside config space: refused, but the connection stays. */
+	cfg = (struct vhu_config){ .offset = 20, .size = 8 };
+	assert_int_not_equal(send_ack(c->cfd, VHU_SET_CONFIG, &cfg, VHU_CONFIG_HDR_SIZE + 8,
+				      NULL, 0), 0);
+
+	set_table(c);
+	setup_vring(c, 0, 128);
+	kick(c, 0);
+	/* Protocol features negotiated: started but not enabled yet. */
+	assert_int_equal(c->fake.starts, 0);
+	enable(c, 0, 1);
+	assert_int_equal(c->fake.starts, 1);
+	assert_int_equal(c->fake.started_vq.size, 128);
+	assert_int_equal(c->fake.started_vq.desc_gpa, 0x10000);
+	assert_int_equal(c->fake.started_vq.avail_gpa, 0x11000);
+	assert_int_equal(c->fake.started_vq.used_gpa, 0x12000);
+	assert_int_equal(c->fake.started_vq.last_avail, 7);
+	assert_true(c->fake.started_vq.event_idx);
+	assert_true(c->fake.started_vq.kick_fd >= 0);
+	assert_true(c->fake.started_vq.call_fd >= 0);
+	assert_ptr_equal(c->fake.started_vq.mem, c->fake.dev.mem);
+	assert_int_equal(c->fake.dev.mem->n, 1);
+
+	/* A new call fd while running: stop, swap, restart. */
+	setup_vring(c, 0, 128);
+	assert_int_equal(send_ack(c->cfd, VHU_SET_OWNER, NULL, 0, NULL, 0), 0);
+	assert_true(c->fake.running[0]);
+
+	/* GET_VRING_BASE stops the ring (drained) and reports the index. */
+	send_req(c->cfd, VHU_GET_VRING_BASE, &st, sizeof(st));
+	assert_int_equal(recv_reply(c->cfd, VHU_GET_VRING_BASE, &st, sizeof(st)), 8);
+	assert_int_equal(st.index, 0);
+	assert_int_equal(st.num, 7);
+	assert_false(c->fake.running[0]);
+
+	/* Restart from there, as QEMU does after a stop. */
+	kick(c, 0);
+	assert_true(c->fake.running[0]);
+
+	assert_int_equal(conn_end(c), 0);
+	/* Disconnect: queues stopped, device flushed, memory unmapped. */
+	assert_false(c->fake.running[0]);
+	assert_true(c->fake.flushes >= 1);
+	assert_int_equal(c->fake.dev.mem->n, 0);
+	assert_int_equal(c->fake.dev.guest_features, 0);
+
+	/* The same server takes the next client, from scratch. */
+	conn_start(c);
+	negotiate(c, all_pf);
+	set_table(c);
+	setup_vring(c, 1, 64);
+	kick(c, 1);
+	enable(c, 1, 1);
+	assert_true(c->fake.running[1]);
+	assert_int_equal(c->fake.started_vq.desc_gpa, 0x20000);
+	assert_int_equal(conn_end(c), 0);
+	assert_false(c->fake.running[1]);
+	conn_free(c);
+	assert_int_equal(count_fds(), fds_before);
+}
+
+/* Without VHOST_USER_F_PROTOCOL_FEATURES rings are enabled from the start. */
+static void test_no_protocol_features(void **state)
+{
+	struct conn *c = conn_new();
+	uint64_t f = 1ull << VIRTIO_F_VERSION_1;
+
+	send_req(c->cfd, VHU_SET_FEATURES, &f, 8);
+	int k = eventfd(0, EFD_CLOEXEC);
+	struct vhu_mem_table t = { .nregions = 1 };
+
+	t.r[0] = (struct vhu_region){ 0, RAM_SIZE, UADDR, 0 };
+	send_msg(c->cfd, VHU_SET_MEM_TABLE, VHU_VERSION, &t,
+		 VHU_MEM_TABLE_HDR_SIZE + sizeof(t.r[0]), &c->ram_fd, 1);
+	setup_vring(c, 0, 256);
+	f = 0;
+	send_msg(c->cfd, VHU_SET_VRING_KICK, VHU_VERSION, &f, 8, &k, 1);
+	close(k);
+	/* Without REPLY_ACK, a request with a reply orders us after it. */
+	assert_int_equal(get_u64(c->cfd, VHU_GET_QUEUE_NUM), NQ);
+	assert_true(c->fake.running[0]);
+	assert_int_equal(c->fake.started_vq.size, 256);
+	assert_false(c->fake.started_vq.event_idx);
+	/* NEED_REPLY without REPLY_ACK negotiated gets no reply. */
+	send_msg(c->cfd, VHU_SET_OWNER, VHU_VERSION | VHU_FLAG_NEED_REPLY, NULL, 0, NULL, 0);
+	assert_int_equal(get_u64(c->cfd, VHU_GET_QUEUE_NUM), NQ);
+	assert_int_equal(conn_end(c), 0);
+	assert_false(c->fake.running[0]);
+	conn_free(c);
+}
+
+static void test_mem_regions_add_remove(void **state)
+{
+	struct conn *c = conn_new();
+	struct vhu_mem_single one = { 0, { 0, RAM_SIZE / 2, UADDR, 0 } };
+	struct vhu_mem_single two = { 0, { RAM_SIZE / 2, RAM_SIZE / 2,
+					   UADDR + RAM_SIZE / 2, RAM_SIZE / 2 } };
+	struct vhu_vring_state st = { 0, 64 };
+	uint64_t base = UADDR + RAM_SIZE / 2 + 0x1000, idx = 0;
+	struct vhu_vring_addr a = { 0, 0, base, base + 0x1000, base + 0x800, 0 };
+	int k = eventfd(0, EFD_CLOEXEC);
+
+	negotiate(c, all_pf);
+	assert_int_equal(send_ack(c->cfd, VHU_ADD_MEM_REG, &one, sizeof(one), &c->ram_fd, 1), 0);
+	assert_int_equal(send_ack(c->cfd, VHU_ADD_MEM_REG, &two, sizeof(two), &c->ram_fd, 1), 0);
+	assert_int_equal(c->fake.dev.mem->n, 2);
+	send_req(c->cfd, VHU_SET_VRING_NUM, &st, sizeof(st));
+	send_req(c->cfd, VHU_SET_VRING_ADDR, &a, sizeof(a));
+	send_msg(c->cfd, VHU_SET_VRING_KICK, VHU_VERSION, &idx, 8, &k, 1);
+	close(k);
+	enable(c, 0, 1);
+	assert_true(c->fake.running[0]);
+	assert_int_equal(c->fake.started_vq.desc_gpa, RAM_SIZE / 2 + 0x1000);
+
+	/* The rings' region goes away: the ring waits, stopped... */
+	assert_int_equal(send_ack(c->cfd, VHU_REM_MEM_REG, &two, sizeof(two), NULL, 0), 0);
+	assert_false(c->fake.running[0]);
+	assert_int_equal(c->fake.dev.mem->n, 1);
+	/* ...and runs again when it comes back. */
+	assert_int_equal(send_ack(c->cfd, VHU_ADD_MEM_REG, &two, sizeof(two), &c->ram_fd, 1), 0);
+	assert_true(c->fake.running[0]);
+	/* Another region's removal leaves the ring running (restarted). */
+	assert_int_equal(send_ack(c->cfd, VHU_REM_MEM_REG, &one, sizeof(one), &c->ram_fd, 1), 0);
+	assert_true(c->fake.running[0]);
+	/* Removing what is not there is a protocol error. */
+	send_msg(c->cfd, VHU_REM_MEM_REG, VHU_VERSION, &one, sizeof(one), NULL, 0);
+	assert_true(hung_up(c->cfd));
+	assert_int_equal(conn_end(c), -ENOENT);
+	conn_free(c);
+}
+
+/* The translation helpers, directly. */
+static void test_mem_translate(void **state)
+{
+	struct vhu_mem m;
+	struct vhu_region r = { 0x100000, 0x10000, UADDR, 0x1000 };
+	int fd = memfd_create("t", MFD_CLOEXEC);
+	char err[256];
+	uint64_t gpa;
+	uint8_t *p;
+
+	assert_int_equal(ftruncate(fd, 0x20000), 0);
+	vhu_mem_init(&m);
+	assert_int_equal(vhu_mem_add(&m, &r, fd, err, sizeof(err)), 0);
+	p = vhu_mem_uva_to_hva(&m, UADDR + 0x10, 4);
+	assert_non_null(p);
+	assert_ptr_equal(gmem_ptr(&m.gmem, 0x100010, 4), p);
+	assert_int_equal(vhu_mem_uva_to_gpa(&m, UADDR + 0xfff0, 0x10, &gpa), 0);
+	assert_int_equal(gpa, 0x10fff0);
+	/* One byte past the region, and a range that wraps. */
+	assert_int_equal(vhu_mem_uva_to_gpa(&m, UADDR + 0xfff0, 0x11, &gpa), -EFAULT);
+	assert_null(vhu_mem_uva_to_hva(&m, UADDR - 1, 2));
+	assert_null(vhu_mem_uva_to_hva(&m, UADDR + 8, UINT64_MAX));
+	/* The mapping honours mmap_offset: write through the file. */
+	assert_int_equal(pwrite(fd, "xyz", 3, 0x1000 + 0x20), 3);
+	assert_memory_equal((uint8_t *)gmem_ptr(&m.gmem, 0x100020, 3), "xyz", 3);
+	/* Unaligned mmap offset (allowed: mapped from the page below). */
+	r = (struct vhu_region){ 0x0, 0x100, UADDR + 0x100000, 0x1010 };
+	assert_int_equal(vhu_mem_add(&m, &r, fd, err, sizeof(err)), 0);
+	assert_memory_equal((uint8_t *)gmem_ptr(&m.gmem, 0x10, 3), "xyz", 3);
+	vhu_mem_clear(&m);
+	assert_int_equal(m.gmem.n, 0);
+	close(fd);
+}
+
+/* ---- hostile messages: each one drops the client, the server lives ---- */
+
+enum hostile_kind {
+	H_VERSION, H_REPLY_FLAG, H_TOO_BIG, H_UNKNOWN, H_UNSUPPORTED, H_SHORT_U64,
+	H_TABLE_FD_COUNT, H_TABLE_OUTSIDE_FILE, H_TABLE_OVERLAP_GPA,
+	H_TABLE_OVERLAP_UADDR, H_TABLE_EMPTY_REGION, H_TABLE_WRAP, H_TABLE_TOO_MANY,
+	H_TABLE_SIZE, H_TABLE_NOT_FILE, H_VRING_INDEX, H_VRING_NUM, H_KICK_NOFD_WITH_FD,
+	H_KICK_NO_FD, H_KICK_POLLING, H_FD_ON_OWNER, H_TRUNCATED, H_RING_OUTSIDE,
+	H_FEATURES_UNOFFERED, H_FEATURES_REFUSED, H_ADD_REG_NO_PF, H_CONFIG_SIZE,
+	H_CONFIG_TOO_BIG, H_ADD_REG_NO_FD, H_PF_UNOFFERED, H_BASE_RANGE, H_ENABLE_VALUE,
+	H_VRING_LOG, H_KICK_BITS, H_COUNT
+};
+
+static void send_hostile(struct conn *c, enum hostile_kind k)
+{
+	struct vhu_mem_table t = { .nregions = 1 };
+	uint32_t tsize = VHU_MEM_TABLE_HDR_SIZE + sizeof(struct vhu_region);
+	struct vhu_vring_state st = { 0, 128 };
+	uint64_t u = 0;
+	int fds[2] = { c->ram_fd, c->ram_fd };
+	int ev = eventfd(0, EFD_CLOEXEC);
+
+	t.r[0] = (struct vhu_region){ 0, RAM_SIZE, UADDR, 0 };
+	switch (k) {
+	case H_VERSION:
+		send_msg(c->cfd, VHU_GET_FEATURES, 2, NULL, 0, NULL, 0);
+		break;
+	case H_REPLY_FLAG:
+		send_msg(c->cfd, VHU_GET_FEATURES, VHU_VERSION | VHU_FLAG_REPLY, NULL, 0, NULL, 0);
+		break;
+	case H_TOO_BIG: {
+		struct vhu_hdr h = { VHU_SET_FEATURES, VHU_VERSION, 1u << 30 };
+
+		assert_int_equal(write(c->cfd, &h, sizeof(h)), sizeof(h));
+		break;
+	}
+	case H_UNKNOWN:
+		send_req(c->cfd, 99, &u, 8);
+		break;
+	case H_UNSUPPORTED:
+		send_req(c->cfd, VHU_SET_LOG_BASE, &u, 8);
+		break;
+	case H_SHORT_U64:
+		send_req(c->cfd, VHU_SET_FEATURES, &u, 4);
+		break;
+	case H_TABLE_FD_COUNT:
+		send_msg(c->cfd, VHU_SET_MEM_TABLE, VHU_VERSION, &t, tsize, fds, 2);
+		break;
+	case H_TABLE_OUTSIDE_FILE:
+		t.r[0].mmap_offset = 0x1000;
+		send_msg(c->cfd, VHU_SET_MEM_TABLE, VHU_VERSION, &t, tsize, fds, 1);
+		break;
+	case H_TABLE_OVERLAP_GPA:
+		t.nregions = 2;
+		t.r[0].size = RAM_SIZE / 2;
+		t.r[1] = (struct vhu_region){ RAM_SIZE / 2 - 4096, RAM_SIZE / 2, UADDR + RAM_SIZE, 0 };
+		send_msg(c->cfd, VHU_SET_MEM_TABLE, VHU_VERSION, &t, tsize + sizeof(t.r[0]), fds, 2);
+		break;
+	case H_TABLE_OVERLAP_UADDR:
+		t.nregions = 2;
+		t.r[0].size = RAM_SIZE / 2;
+		t.r[1] = (struct vhu_region){ RAM_SIZE, RAM_SIZE / 2, UADDR + 4096, 0 };
+		send_msg(c->cfd, VHU_SET_MEM_TABLE, VHU_VERSION, &t, tsize + sizeof(t.r[0]), fds, 2);
+		break;
+	case H_TABLE_EMPTY_REGION:
+		t.r[0].size = 0;
+		send_msg(c->cfd, VHU_SET_MEM_TABLE, VHU_VERSION, &t, tsize, fds, 1);
+		break;
+	case H_TABLE_WRAP:
+		t.r[0].gpa = UINT64_MAX - 4095;
+		send_msg(c->cfd, VHU_SET_MEM_TABLE, VHU_VERSION, &t, tsize, fds, 1);
+		break;
+	case H_TABLE_TOO_MANY: {
+		union vhu_payload p = { .mem = t };
+
+		p.mem.nregions = 9;
+		send_msg(c->cfd, VHU_SET_MEM_TABLE, VHU_VERSION, &p, sizeof(p), fds, 1);
+		break;
+	}
+	case H_TABLE_SIZE:
+		send_msg(c->cfd, VHU_SET_MEM_TABLE, VHU_VERSION, &t, tsize + 8, fds, 1);
+		break;
+	case H_TABLE_NOT_FILE:
+		send_msg(c->cfd, VHU_SET_MEM_TABLE, VHU_VERSION, &t, tsize, &ev, 1);
+		break;
+	case H_VRING_INDEX:
+		st.index = NQ;
+		send_req(c->cfd, VHU_SET_VRING_NUM, &st, sizeof(st));
+		break;
+	case H_VRING_NUM:
+		st.num = 100;
+		send_req(c->cfd, VHU_SET_VRING_NUM, &st, sizeof(st));
+		break;
+	case H_KICK_NOFD_WITH_FD:
+		u = VHU_VRING_NOFD;
+		send_msg(c->cfd, VHU_SET_VRING_CALL, VHU_VERSION, &u, 8, &ev, 1);
+		break;
+	case H_KICK_NO_FD:
+		send_msg(c->cfd, VHU_SET_VRING_KICK, VHU_VERSION, &u, 8, NULL, 0);
+		break;
+	case H_KICK_POLLING:
+		u = VHU_VRING_NOFD;
+		send_msg(c->cfd, VHU_SET_VRING_KICK, VHU_VERSION, &u, 8, NULL, 0);
+		break;
+	case H_FD_ON_OWNER:
+		send_msg(c->cfd, VHU_SET_OWNER, VHU_VERSION, NULL, 0, &ev, 1);
+		break;
+	case H_TRUNCATED: {
+		struct vhu_hdr h = { VHU_SET_FEATURES, VHU_VERSION, 8 };
+
+		assert_int_equal(write(c->cfd, &h, sizeof(h)), sizeof(h));
+		assert_int_equal(write(c->cfd, &u, 4), 4);
+		shutdown(c->cfd, SHUT_WR);
+		break;
+	}
+	case H_RING_OUTSIDE: {
+		struct vhu_vring_addr a = { 0, 0, UADDR + RAM_SIZE - 0x100, UADDR, UADDR + 0x1000, 0 };
+
+		send_msg(c->cfd, VHU_SET_MEM_TABLE, VHU_VERSION, &t, tsize, fds, 1);
+		send_req(c->cfd, VHU_SET_VRING_NUM, &st, sizeof(st));
+		send_req(c->cfd, VHU_SET_VRING_ADDR, &a, sizeof(a));
+		send_req(c->cfd, VHU_SET_VRING_ENABLE, &(struct vhu_vring_state){ 0, 1 }, 8);
+		send_msg(c->cfd, VHU_SET_VRING_KICK, VHU_VERSION, &u, 8, &ev, 1);
+		break;
+	}
+	case H_FEATURES_UNOFFERED:
+		u = 1ull << 33;
+		send_req(c->cfd, VHU_SET_FEATURES, &u, 8);
+		break;
+	case H_FEATURES_REFUSED:
+		u = 1ull << VIRTIO_F_RING_EVENT_IDX;	/* no VERSION_1 */
+		send_req(c->cfd, VHU_SET_FEATURES, &u, 8);
+		break;
+	case H_ADD_REG_NO_PF: {
+		struct vhu_mem_single one = { 0, t.r[0] };
+
+		send_msg(c->cfd, VHU_ADD_MEM_REG, VHU_VERSION, &one, sizeof(one), fds, 1);
+		break;
+	}
+	case H_CONFIG_SIZE: {
+		struct vhu_config cfg = { .offset = 0, .size = 16 };
+
+		u = 1ull << VHU_PF_CONFIG;
+		send_req(c->cfd, VHU_SET_PROTOCOL_FEATURES, &u, 8);
+		send_req(c->cfd, VHU_GET_CONFIG, &cfg, VHU_CONFIG_HDR_SIZE + 8);
+		break;
+	}
+	case H_CONFIG_TOO_BIG: {
+		struct vhu_config cfg = { .offset = 0, .size = 4096 };
+
+		u = 1ull << VHU_PF_CONFIG;
+		send_req(c->cfd, VHU_SET_PROTOCOL_FEATURES, &u, 8);
+		send_req(c->cfd, VHU_GET_CONFIG, &cfg, VHU_CONFIG_HDR_SIZE + 256);
+		break;
+	}
+	case H_ADD_REG_NO_FD: {
+		struct vhu_mem_single one = { 0, t.r[0] };
+
+		u = 1ull << VHU_PF_CONFIGURE_MEM_SLOTS;
+		send_req(c->cfd, VHU_SET_PROTOCOL_FEATURES, &u, 8);
+		send_msg(c->cfd, VHU_ADD_MEM_REG, VHU_VERSION, &one, sizeof(one), NULL, 0);
+		break;
+	}
+	case H_PF_UNOFFERED:
+		u = 1ull << 1;	/* LOG_SHMFD */
+		send_req(c->cfd, VHU_SET_PROTOCOL_FEATURES, &u, 8);
+		break;
+	case H_BASE_RANGE:
+		st.num = 0x10000;
+		send_req(c->cfd, VHU_SET_VRING_BASE, &st, sizeof(st));
+		break;
+	case H_ENABLE_VALUE:
+		st.num = 2;
+		send_req(c->cfd, VHU_SET_VRING_ENABLE, &st, sizeof(st));
+		break;
+	case H_VRING_LOG: {
+		struct vhu_vring_addr a = { 0, VHU_VRING_F_LOG, UADDR, UADDR, UADDR, 0 };
+
+		send_req(c->cfd, VHU_SET_VRING_ADDR, &a, sizeof(a));
+		break;
+	}
+	case H_KICK_BITS:
+		u = 1ull << 20;
+		send_msg(c->cfd, VHU_SET_VRING_KICK, VHU_VERSION, &u, 8, &ev, 1);
+		break;
+	case H_COUNT:
+		break;
+	}
+	close(ev);
+}
+
+static void test_hostile(void **state)
+{
+	struct conn *c = conn_new();
+	unsigned int fds_before;
+
+	conn_end(c);
+	fds_before = count_fds();
+	for (int k = 0; k < H_COUNT; k++) {
+		conn_start(c);
+		send_hostile(c, k);
+		if (!hung_up(c->cfd))
+			fail_msg("hostile message %d did not drop the client", k);
+		if (conn_end(c) >= 0)
+			fail_msg("hostile message %d: server returned success", k);
+		assert_int_equal(c->fake.dev.mem->n, 0);
+		assert_false(c->fake.running[0]);
+		assert_int_equal(count_fds(), fds_before);
+	}
+	/* After all that, a good client is still served. */
+	conn_start(c);
+	negotiate(c, all_pf);
+	set_table(c);
+	assert_int_equal(conn_end(c), 0);
+	conn_free(c);
+}
+
+/* More fds than the protocol allows in one message: refused and closed. */
+static void test_too_many_fds(void **state)
+{
+	struct conn *c = conn_new();
+	int fds[12];
+	uint64_t u = 0;
+
+	conn_end(c);
+	unsigned int before = count_fds();
+
+	for (int i = 0; i < 12; i++)
+		fds[i] = eventfd(0, EFD_CLOEXEC);
+	conn_start(c);
+	send_msg(c->cfd, VHU_SET_VRING_CALL, VHU_VERSION, &u, 8, fds, 12);
+	assert_true(hung_up(c->cfd));
+	assert_true(conn_end(c) < 0);
+	for (int i = 0; i < 12; i++)
+		close(fds[i]);
+	assert_int_equal(count_fds(), before);
+	conn_free(c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_full_session),
+		cmocka_unit_test(test_no_protocol_features),
+		cmocka_unit_test(test_mem_regions_add_remove),
+		cmocka_unit_test(test_mem_translate),
+		cmocka_unit_test(test_hostile),
+		cmocka_unit_test(test_too_many_fds),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
