@@ -1,0 +1,175 @@
+/* libFuzzer harness for the vhost-user back-end: the input is a stream of
+ * client messages, each sent over a real UNIX socket with 0-3 file
+ * descriptors (memfds standing in for guest RAM, or eventfds), to the
+ * server serving a recording fake device. The server must never crash,
+ * leak fds or mappings, or touch memory outside what it mapped.
+ *
+ * Input records: [u8 fd spec][u16 length][length bytes of message].
+ * fd spec: bits 0-1 number of fds, bit 2 eventfds instead of memfds. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "lib/log.h"
+#include "vhost/server.h"
+#include "virtio/ring.h"
+#include "virtio/virtio.h"
+
+#define MAX_RECORDS 256	/* replies must fit the socket buffer */
+#define RAM_SIZE (64u << 10)
+
+struct fuzz_dev {
+	struct virtio_dev dev;
+	uint8_t config[16];
+	bool running[4];
+};
+
+static void f_config_read(struct virtio_dev *d, uint32_t off, void *data, uint32_t len)
+{
+	struct fuzz_dev *f = (struct fuzz_dev *)d;
+
+	if (off > sizeof(f->config) || len > sizeof(f->config) - off)
+		abort();	/* the transport must have checked */
+	memcpy(data, f->config + off, len);
+}
+
+static void f_config_write(struct virtio_dev *d, uint32_t off, const void *data,
+			   uint32_t len)
+{
+	struct fuzz_dev *f = (struct fuzz_dev *)d;
+
+	if (off > sizeof(f->config) || len > sizeof(f->config) - off)
+		abort();
+	memcpy(f->config + off, data, len);
+}
+
+static int f_features_ok(struct virtio_dev *d)
+{
+	return 0;
+}
+
+/* Touch the rings the transport mapped, as a real device would: any
+ * translation error shows up as an ASan report here. */
+static int f_queue_start(struct virtio_dev *d, unsigned int i, struct virtq *vq)
+{
+	struct fuzz_dev *f = (struct fuzz_dev *)d;
+	struct virtq_elem elem;
+	struct iovec iov[8];
+
+	if (i >= d->num_queues || f->running[i])
+		abort();
+	f->running[i] = true;
+	for (int n = 0; n < 4 && virtq_pop(vq, &elem, iov, 8) == 1; n++)
+		virtq_push(vq, elem.head, 0);
+	return 0;
+}
+
+static void f_queue_stop(struct virtio_dev *d, unsigned int i)
+{
+	struct fuzz_dev *f = (struct fuzz_dev *)d;
+
+	if (!f->running[i])
+		abort();
+	f->running[i] = false;
+}
+
+static const struct virtio_dev_ops f_ops = {
+	.config_read = f_config_read,
+	.config_write = f_config_write,
+	.features_ok = f_features_ok,
+	.queue_start = f_queue_start,
+	.queue_stop = f_queue_stop,
+};
+
+static struct fuzz_dev fdev;
+static struct vhu_server *srv;
+static int memfd = -1, evfd = -1;
+
+static void setup(void)
+{
+	log_threshold = LOG_ERR;
+	fdev.dev.name = "fuzz";
+	fdev.dev.num_queues = 4;
+	fdev.dev.max_queue_size = 256;
+	fdev.dev.config_len = sizeof(fdev.config);
+	fdev.dev.host_features = (1ull << VIRTIO_F_VERSION_1) |
+				 (1ull << VIRTIO_F_RING_EVENT_IDX) |
+				 (1ull << VIRTIO_F_RING_INDIRECT_DESC);
+	fdev.dev.ops = &f_ops;
+	srv = vhu_server_new(&fdev.dev);
+	memfd = memfd_create("fuzz-ram", MFD_CLOEXEC);
+	evfd = eventfd(0, EFD_CLOEXEC);
+	if (!srv || memfd < 0 || evfd < 0 || ftruncate(memfd, RAM_SIZE))
+		abort();
+}
+
+static void send_record(int sock, const uint8_t *data, size_t len, uint8_t spec)
+{
+	unsigned int nfds = spec & 3;
+	int fds[3];
+	union {
+		char buf[CMSG_SPACE(sizeof(fds))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = { (void *)data, len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	for (unsigned int i = 0; i < nfds; i++)
+		fds[i] = (spec & 4) ? evfd : memfd;
+	if (nfds) {
+		struct cmsghdr *cm;
+
+		memset(&ctl, 0, sizeof(ctl));
+		mh.msg_control = ctl.buf;
+		mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+		memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
+	}
+	(void)sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	int sv[2];
+	unsigned int records = 0;
+
+	if (!srv)
+		setup();
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+		abort();
+	while (size >= 3 && records++ < MAX_RECORDS) {
+		uint8_t spec = data[0];
+		size_t len = data[1] | (size_t)data[2] << 8;
+
+		data += 3;
+		size -= 3;
+		if (len > size)
+			len = size;
+		if (len)
+			send_record(sv[0], data, len, spec);
+		data += len;
+		size -= len;
+	}
+	shutdown(sv[0], SHUT_WR);
+	/* Serves until the end of the stream or the first error; then the
+	 * server must be back to its initial state. */
+	vhu_server_serve(srv, sv[1], -1);
+	for (unsigned int i = 0; i < 4; i++)
+		if (fdev.running[i])
+			abort();
+	if (fdev.dev.mem->n)
+		abort();
+	close(sv[0]);
+	return 0;
+}
