@@ -5,6 +5,7 @@
 #define IOVM_LIB_GMEM_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define GMEM_MAX_REGIONS 8

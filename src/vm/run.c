@@ -1,10 +1,87 @@
-/* `iovm run`: placeholder until the VMM core lands (issue 2). */
+/* `iovm run`: options -> VM -> core devices -> kernel -> devices -> run. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
+#include "arch/x86/boot.h"
 #include "commands.h"
+#include "devices.h"
+#include "hw/exitdev.h"
+#include "hw/i8042.h"
+#include "hw/serial.h"
+#include "lib/log.h"
+#include "vm/machine.h"
+#include "vm/run_opts.h"
+
+/* Clear errors for missing files before KVM is even opened. */
+static int check_readable(const char *path, const char *what)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0) {
+		pr_err("cannot open %s '%s': %s", what, path, strerror(errno));
+		return -errno;
+	}
+	close(fd);
+	return 0;
+}
+
+static int build_machine(struct vm *vm, const struct vm_config *cfg)
+{
+	int ret;
+
+	ret = serial_console_create(vm);
+	if (!ret && (ret = i8042_create(vm)))
+		pr_err("i8042: %s", strerror(-ret));
+	if (!ret && (ret = exitdev_create(vm)))
+		pr_err("exit device: %s", strerror(-ret));
+	if (!ret)
+		ret = x86_setup(vm, cfg);
+	if (!ret)
+		ret = devices_create(vm, cfg);
+	return ret;
+}
 
 int cmd_run(int argc, char **argv)
 {
-	fprintf(stderr, "iovm: run: not built yet\n");
-	return 1;
+	struct run_opts o;
+	struct vm_params p;
+	struct vm *vm = NULL;
+	char err[512];
+	int ret, status = 1;
+
+	ret = run_parse_args(argc, argv, &o, err, sizeof(err));
+	if (ret) {
+		pr_err("%s", err);
+		run_opts_free(&o);
+		return 2;
+	}
+	if (o.help) {
+		run_usage(stdout);
+		run_opts_free(&o);
+		return 0;
+	}
+	if (o.verbose)
+		log_threshold = LOG_DEBUG;
+	else if (o.quiet)
+		log_threshold = LOG_ERR;
+	if (check_readable(o.cfg.kernel, "kernel") ||
+	    (o.cfg.initrd && check_readable(o.cfg.initrd, "initrd")))
+		goto out;
+	if (vm_block_signals())
+		goto out;
+	p = (struct vm_params){ .mem_size = o.cfg.mem_size, .ncpus = o.cfg.cpus };
+	if (vm_create(&p, &vm) || build_machine(vm, &o.cfg))
+		goto out;
+	status = vm_run(vm);
+	pr_debug("VM stopped with exit status %d", status);
+	if (o.verbose)
+		vm_report_memory(vm);
+out:
+	serial_console_restore();
+	vm_destroy(vm);
+	run_opts_free(&o);
+	return status;
 }

@@ -1,0 +1,234 @@
+/* Option parsing and help of `iovm run`. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch/x86/cpuid.h"
+#include "lib/kvopt.h"
+#include "vm/machine.h"
+#include "vm/run_opts.h"
+
+enum { OPT_CPU = 0x100 };
+
+static const struct option long_opts[] = {
+	{ "kernel", required_argument, NULL, 'k' },
+	{ "initrd", required_argument, NULL, 'i' },
+	{ "append", required_argument, NULL, 'a' },
+	{ "memory", required_argument, NULL, 'm' },
+	{ "cpus", required_argument, NULL, 'c' },
+	{ "cpu", required_argument, NULL, OPT_CPU },
+	{ "disk", required_argument, NULL, 'd' },
+	{ "share", required_argument, NULL, 's' },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "quiet", no_argument, NULL, 'q' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+void run_usage(FILE *f)
+{
+	char names[2048];
+
+	cpuid_feature_names(names, sizeof(names));
+	fprintf(f,
+"Usage: iovm run --kernel FILE [OPTIONS]\n"
+"\n"
+"Boots a virtual machine under KVM: a Linux bzImage (64-bit boot protocol 2.12\n"
+"or later) or a multiboot ELF32 image such as iovm's probe guest. The guest's\n"
+"16550A serial port (COM1, 0x3f8, IRQ 4) is the console: its output goes to\n"
+"standard output, standard input goes to it (in raw mode when it is a terminal;\n"
+"Ctrl-C still stops the VM). iovm ends when the guest writes to the exit device\n"
+"(port 0xf4, QEMU isa-debug-exit: a write of V exits with status (V<<1)|1),\n"
+"resets or powers off (status 0), or crashes (status 2, with a diagnosis of\n"
+"the faulting vCPU on standard error). SIGINT, SIGTERM and SIGHUP stop it\n"
+"cleanly with status 128+signal. Setup errors exit with status 1, bad\n"
+"options with status 2.\n"
+"\n"
+"Options:\n"
+"  -k, --kernel FILE    kernel to boot: a bzImage or a multiboot ELF (required)\n"
+"  -i, --initrd FILE    initial ramdisk; for a multiboot kernel, loaded as its\n"
+"                       first module\n"
+"  -a, --append STRING  kernel command line (Linux: e.g. \"console=ttyS0\";\n"
+"                       multiboot: passed in the multiboot information)\n"
+"  -m, --memory SIZE    guest RAM (default 512M; from 16M; suffixes K, M, G, T\n"
+"                       are binary). RAM above 3 GiB is placed from 4 GiB up,\n"
+"                       leaving [3 GiB, 4 GiB) to PCI devices. Mapped on demand:\n"
+"                       the host only provides what the guest touches\n"
+"  -c, --cpus N         number of vCPUs, 1 to %d (default 1); each runs in its\n"
+"                       own thread and is listed in the guest's MP table\n"
+"      --cpu FEATURES   add or remove CPUID features: a comma-separated list of\n"
+"                       +NAME or -NAME (a bare NAME adds). By default the guest\n"
+"                       gets all that KVM supports; on a PVM host (kvm_pvm\n"
+"                       loaded) iovm hides what PVM cannot run: the XSAVE\n"
+"                       family (xsave, avx*, leaf 0xD), cx16, smap and smep\n"
+"  -d, --disk SPEC      add a disk (repeatable, up to %d). SPEC is FILE or\n"
+"                       path=FILE[,if=virtio-blk|virtio-scsi|lsi][,ro[=on|off]]\n"
+"                       [,cache=none|writeback][,queues=N][,target=T][,lun=L]\n"
+"                         if=      guest interface (default virtio-blk)\n"
+"                         ro       read-only disk\n"
+"                         cache=   none: O_DIRECT, bypass the host page cache\n"
+"                                  (default); writeback: use the page cache\n"
+"                         queues=  request queues, 1-64 (default: one per vCPU)\n"
+"                         target=  SCSI target id 0-15 (virtio-scsi, lsi)\n"
+"                         lun=     SCSI LUN 0-255 (virtio-scsi only)\n"
+"  -s, --share SPEC     share a host folder over virtio-9p (repeatable, up to\n"
+"                       %d). SPEC is path=DIR,tag=NAME[,ro][,msize=SIZE]\n"
+"                         tag=     mount tag the guest uses (1-36 characters):\n"
+"                                  mount -t 9p -o trans=virtio NAME /mnt\n"
+"                         ro       read-only share\n"
+"                         msize=   largest 9P message, 4K-64M (default 4M)\n"
+"  -v, --verbose        report boot details, the stop reason and memory use\n"
+"  -q, --quiet          report errors only\n"
+"  -h, --help           show this help\n"
+"\n"
+"CPU feature names for --cpu:\n  ",
+		VM_MAX_CPUS, CONFIG_MAX_DISKS, CONFIG_MAX_SHARES);
+	/* Wrap the long list of names at commas. */
+	for (const char *p = names; *p;) {
+		const char *end = p;
+		int col = 2;
+
+		while (*end && col < 78) {
+			const char *c = strchr(end, ',');
+			size_t n = c ? (size_t)(c - end + 1) : strlen(end);
+
+			if (col + (int)n > 78 && end != p)
+				break;
+			col += n;
+			end += n;
+		}
+		fprintf(f, "%.*s\n", (int)(end - p), p);
+		p = end;
+		if (*p)
+			fprintf(f, "  ");
+	}
+	fprintf(f,
+"\n"
+"Examples:\n"
+"  Boot the probe guest on two vCPUs:\n"
+"    iovm run --kernel build/guest/probe/probe.elf --cpus 2 --memory 64M\n"
+"  Boot the default Linux guest to a shell (hardware KVM):\n"
+"    iovm run --kernel build/guest/bzImage --initrd build/guest/initramfs.cpio.gz \\\n"
+"        --append \"console=ttyS0\" --memory 1G --cpus 2\n"
+"  The same with a virtio-blk disk and a shared folder:\n"
+"    iovm run --kernel build/guest/bzImage --initrd build/guest/initramfs.cpio.gz \\\n"
+"        --append \"console=ttyS0\" --disk path=disk.img,cache=none \\\n"
+"        --share path=$HOME/src,tag=src\n");
+}
+
+static int bad(char *err, size_t errlen, const char *fmt, const char *arg)
+{
+	snprintf(err, errlen, fmt, arg);
+	return -EINVAL;
+}
+
+static int parse_memory(const char *arg, uint64_t *out, char *err, size_t errlen)
+{
+	if (parse_size(arg, out))
+		return bad(err, errlen, "--memory: '%s' is not a size (e.g. 512M, 2G)", arg);
+	if (*out < RUN_MIN_MEMORY || *out > RUN_MAX_MEMORY)
+		return bad(err, errlen, "--memory: '%s' is out of range (16M to 1T)", arg);
+	if (*out & 0xfff)
+		return bad(err, errlen, "--memory: '%s' is not a multiple of 4 KiB", arg);
+	return 0;
+}
+
+static int parse_one(int c, const char *arg, struct run_opts *o, char *err,
+		     size_t errlen)
+{
+	struct vm_config *cfg = &o->cfg;
+	uint64_t v;
+
+	switch (c) {
+	case 'k':
+		cfg->kernel = arg;
+		return 0;
+	case 'i':
+		cfg->initrd = arg;
+		return 0;
+	case 'a':
+		cfg->append = arg;
+		return 0;
+	case 'm':
+		return parse_memory(arg, &cfg->mem_size, err, errlen);
+	case 'c':
+		if (parse_uint(arg, 1, VM_MAX_CPUS, &v))
+			return bad(err, errlen, "--cpus: '%s' is not a number from 1 to "
+				   "64", arg);
+		cfg->cpus = v;
+		return 0;
+	case OPT_CPU:
+		cfg->cpu_features = arg;
+		/* Names are checked now, bits later against KVM's set. */
+		return cpuid_apply_features(NULL, arg, err, errlen);
+	case 'd':
+		if (cfg->ndisks >= CONFIG_MAX_DISKS)
+			return bad(err, errlen, "--disk: at most %s disks", "16");
+		return config_parse_disk(arg, &cfg->disks[cfg->ndisks++], err, errlen);
+	case 's':
+		if (cfg->nshares >= CONFIG_MAX_SHARES)
+			return bad(err, errlen, "--share: at most %s shares", "8");
+		return config_parse_share(arg, true, &cfg->shares[cfg->nshares++], err,
+					  errlen);
+	case 'v':
+		o->verbose = true;
+		o->quiet = false;
+		return 0;
+	case 'q':
+		o->quiet = true;
+		o->verbose = false;
+		return 0;
+	case 'h':
+		o->help = true;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int run_parse_args(int argc, char **argv, struct run_opts *o, char *err,
+		   size_t errlen)
+{
+	int c, ret;
+
+	memset(o, 0, sizeof(*o));
+	o->cfg.mem_size = RUN_DEFAULT_MEMORY;
+	o->cfg.cpus = 1;
+	if (errlen)
+		err[0] = '\0';
+	optind = 0;		/* full re-initialisation (GNU) */
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":k:i:a:m:c:d:s:vqh", long_opts, NULL)) != -1) {
+		if (c == '?') {
+			if (optopt && optopt < 0x100)
+				return bad(err, errlen, "unknown option '-%c' (see iovm run --help)",
+					   (char[]){ optopt, 0 });
+			return bad(err, errlen, "unknown option '%s' (see iovm run --help)",
+				   argv[optind - 1]);
+		}
+		if (c == ':')
+			return bad(err, errlen, "option '%s' needs a value", argv[optind - 1]);
+		ret = parse_one(c, optarg, o, err, errlen);
+		if (ret)
+			return ret;
+	}
+	if (o->help)
+		return 0;
+	if (optind < argc)
+		return bad(err, errlen, "unexpected argument '%s' (see iovm run --help)",
+			   argv[optind]);
+	if (!o->cfg.kernel)
+		return bad(err, errlen, "%s", "--kernel FILE is required (see iovm run --help)");
+	return 0;
+}
+
+void run_opts_free(struct run_opts *o)
+{
+	for (unsigned int i = 0; i < o->cfg.ndisks; i++)
+		free((char *)o->cfg.disks[i].path);
+	for (unsigned int i = 0; i < o->cfg.nshares; i++) {
+		free((char *)o->cfg.shares[i].path);
+		free((char *)o->cfg.shares[i].tag);
+	}
+	o->cfg.ndisks = o->cfg.nshares = 0;
+}
