@@ -1,0 +1,587 @@
+/* virtio-blk: each queue is served by its own I/O thread, which waits on the
+ * queue's kick eventfd and its io_uring completions in one io_uring_enter.
+ * Every request is sent to the backend as soon as it is popped, reads and
+ * writes alike, on iovecs that point into guest memory; completions are
+ * pushed in whatever order they arrive. */
+#include <endian.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "block/backend.h"
+#include "lib/log.h"
+#include "virtio/blk.h"
+#include "virtio/ring.h"
+
+/* Header, data segments, status, plus a few extra entries for descriptors
+ * that cross a guest RAM region boundary. */
+#define REQ_MAX_IOV (VIRTIO_BLK_SEG_MAX + 2 + 8)
+
+struct vblk_queue;
+
+/* Per-request state: taken from the queue's pool, only the fields used by
+ * the request's type are written. */
+struct vblk_req {
+	struct vblk_queue *q;
+	struct vblk_req *next;	/* free list */
+	uint8_t *status;	/* in guest memory */
+	uint32_t used_len;	/* bytes written to the guest on success */
+	uint32_t data_len;	/* READ: bytes expected */
+	uint16_t head;
+	uint32_t type;
+	struct iovec *iov;	/* REQ_MAX_IOV entries in the pool */
+};
+
+struct vblk_queue {
+	struct vblk *b;
+	unsigned int index;
+	struct virtq *vq;
+	struct blk_queue *bq;
+	pthread_t thread;
+	bool running;
+	bool stop;		/* written by the transport, read by the thread */
+	bool broken;
+	bool need_notify;
+	bool stalled;		/* pool empty: pop again on completion */
+	bool kick_armed;
+	unsigned int inflight;
+	unsigned int pool_size;
+	struct vblk_req *reqs;
+	struct iovec *iovs;
+	struct vblk_req *free;
+};
+
+struct vblk {
+	struct virtio_dev dev;
+	struct blk_backend be;
+	struct vblk_queue q[VIRTIO_BLK_MAX_QUEUES];
+	uint8_t config[VIRTIO_BLK_CFG_LEN];
+};
+
+struct blk_outhdr {
+	uint32_t type;
+	uint32_t reserved;
+	uint64_t sector;
+};
+
+struct blk_range {
+	uint64_t sector;
+	uint32_t num_sectors;
+	uint32_t flags;
+};
+
+static struct vblk *to_vblk(struct virtio_dev *dev)
+{
+	return (struct vblk *)dev;
+}
+
+static void mark_broken(struct vblk_queue *q, const char *why)
+{
+	if (q->broken)
+		return;
+	q->broken = true;
+	pr_guest("virtio-blk queue %u: %s; device needs reset", q->index, why);
+	if (q->b->dev.transport.needs_reset)
+		q->b->dev.transport.needs_reset(&q->b->dev);
+}
+
+static void req_finish(struct vblk_req *r, uint8_t status, uint32_t len)
+{
+	struct vblk_queue *q = r->q;
+
+	*r->status = status;
+	virtq_push(q->vq, r->head, len);
+	q->need_notify = true;
+	r->next = q->free;
+	q->free = r;
+	q->inflight--;
+}
+
+static void req_done(void *tag, int res)
+{
+	struct vblk_req *r = tag;
+
+	if (res < 0 || (r->type == VIRTIO_BLK_T_IN && (uint32_t)res != r->data_len)) {
+		if (res < 0)
+			pr_guest("virtio-blk: request type %u failed: %s",
+				 r->type, strerror(-res));
+		req_finish(r, VIRTIO_BLK_S_IOERR, 1);
+		return;
+	}
+	req_finish(r, VIRTIO_BLK_S_OK, r->used_len);
+}
+
+/* Drops skip bytes from the front of iov[0..cnt); returns the index of the
+ * first entry left (adjusted in place). */
+static unsigned int iov_skip(struct iovec *iov, unsigned int cnt, size_t skip)
+{
+	unsigned int i = 0;
+
+	while (i < cnt && skip >= iov[i].iov_len) {
+		skip -= iov[i].iov_len;
+		i++;
+	}
+	if (i < cnt) {
+		iov[i].iov_base = (uint8_t *)iov[i].iov_base + skip;
+		iov[i].iov_len -= skip;
+	}
+	return i;
+}
+
+static bool sectors_ok(const struct blk_backend *be, uint64_t sector,
+		       uint64_t bytes)
+{
+	uint64_t nsec = be->size / 512;
+
+	return sector <= nsec && bytes / 512 <= nsec - sector;
+}
+
+static int submit_range(struct vblk *b, struct vblk_req *r, struct iovec *iov,
+			unsigned int cnt, uint64_t len)
+{
+	struct blk_range rg;
+	enum blk_op op = BLK_OP_DISCARD;
+	uint32_t allowed = 0;
+
+	if (len != sizeof(rg))
+		return len && !(len % sizeof(rg)) ? -ENOTSUP : -EINVAL;
+	iov_to_buf(iov, cnt, 0, &rg, sizeof(rg));
+	rg.sector = le64toh(rg.sector);
+	rg.num_sectors = le32toh(rg.num_sectors);
+	rg.flags = le32toh(rg.flags);
+	if (r->type == VIRTIO_BLK_T_WRITE_ZEROES) {
+		allowed = VIRTIO_BLK_WRITE_ZEROES_UNMAP;
+		/* A punched hole reads back as zeroes in a file; on a
+		 * block device discard gives no such promise. */
+		op = (rg.flags & VIRTIO_BLK_WRITE_ZEROES_UNMAP) &&
+		     !b->be.is_blockdev ? BLK_OP_DISCARD : BLK_OP_WRITE_ZEROES;
+	}
+	if (rg.flags & ~allowed)
+		return -ENOTSUP;
+	if (rg.num_sectors > VIRTIO_BLK_MAX_DISCARD_SECTORS ||
+	    !sectors_ok(&b->be, rg.sector, (uint64_t)rg.num_sectors * 512))
+		return -EINVAL;
+	return blkq_discard(r->q->bq, &b->be, op, rg.sector * 512,
+			    (uint64_t)rg.num_sectors * 512, req_done, r);
+}
+
+/* Decodes one popped chain and sends it to the backend, or completes it. */
+static void req_start(struct vblk_queue *q, struct vblk_req *r,
+		      const struct virtq_elem *e)
+{
+	struct vblk *b = q->b;
+	struct iovec *iov = r->iov;
+	unsigned int out = e->out_num, in = e->in_num, first;
+	struct blk_outhdr h;
+	uint64_t data_len;
+	struct iovec *last;
+	int ret;
+
+	r->head = e->head;
+	if (!in) {
+		/* No writable byte for the status: nothing to report into. */
+		r->next = q->free;
+		q->free = r;
+		mark_broken(q, "request without a writable status byte");
+		return;
+	}
+	r->q = q;
+	q->inflight++;
+	last = &iov[out + in - 1];
+	r->status = (uint8_t *)last->iov_base + last->iov_len - 1;
+	if (!--last->iov_len)
+		in--;
+	if (e->out_len < sizeof(h)) {
+		req_finish(r, VIRTIO_BLK_S_IOERR, 1);
+		return;
+	}
+	iov_to_buf(iov, out, 0, &h, sizeof(h));
+	r->type = le32toh(h.type);
+	h.sector = le64toh(h.sector);
+	first = iov_skip(iov, out, sizeof(h));
+
+	switch (le32toh(h.type)) {
+	case VIRTIO_BLK_T_IN:
+		data_len = e->in_len - 1;
+		if (data_len % 512 || data_len > BLK_MAX_RW ||
+		    !sectors_ok(&b->be, h.sector, data_len))
+			break;
+		r->data_len = data_len;
+		r->used_len = data_len + 1;
+		ret = blkq_rw(q->bq, &b->be, BLK_OP_READ, iov + out, in,
+			      h.sector * 512, req_done, r);
+		if (ret)
+			break;
+		return;
+	case VIRTIO_BLK_T_OUT:
+		data_len = e->out_len - sizeof(h);
+		if (b->be.ro || data_len % 512 || data_len > BLK_MAX_RW ||
+		    !sectors_ok(&b->be, h.sector, data_len))
+			break;
+		r->used_len = 1;
+		ret = blkq_rw(q->bq, &b->be, BLK_OP_WRITE, iov + first,
+			      out - first, h.sector * 512, req_done, r);
+		if (ret)
+			break;
+		return;
+	case VIRTIO_BLK_T_FLUSH:
+		r->used_len = 1;
+		if (blkq_flush(q->bq, &b->be, req_done, r))
+			break;
+		return;
+	case VIRTIO_BLK_T_GET_ID: {
+		/* The id is NUL-padded to 20 bytes, not NUL-terminated. */
+		char id[VIRTIO_BLK_ID_BYTES] = { 0 };
+		size_t n = e->in_len - 1 < sizeof(id) ? e->in_len - 1 : sizeof(id);
+
+		memcpy(id, b->be.serial, strnlen(b->be.serial, sizeof(id)));
+		n = iov_from_buf(iov + out, in, 0, id, n);
+		req_finish(r, VIRTIO_BLK_S_OK, n + 1);
+		return;
+	}
+	case VIRTIO_BLK_T_DISCARD:
+	case VIRTIO_BLK_T_WRITE_ZEROES: {
+		unsigned int bit = r->type == VIRTIO_BLK_T_DISCARD ?
+				   VIRTIO_BLK_F_DISCARD : VIRTIO_BLK_F_WRITE_ZEROES;
+
+		if (!virtio_has_feature(&b->dev, bit)) {
+			req_finish(r, VIRTIO_BLK_S_UNSUPP, 1);
+			return;
+		}
+		r->used_len = 1;
+		ret = submit_range(b, r, iov + first, out - first,
+				   e->out_len - sizeof(h));
+		if (ret == -ENOTSUP) {
+			req_finish(r, VIRTIO_BLK_S_UNSUPP, 1);
+			return;
+		}
+		if (ret)
+			break;
+		return;
+	}
+	default:
+		req_finish(r, VIRTIO_BLK_S_UNSUPP, 1);
+		return;
+	}
+	req_finish(r, VIRTIO_BLK_S_IOERR, 1);
+}
+
+/* Pops and starts everything available. Kicks stay off while the pool is
+ * empty; a completion resumes popping. */
+static void process_ring(struct vblk_queue *q)
+{
+	struct virtq_elem e;
+
+	if (q->broken || q->stop)
+		return;
+	q->stalled = false;
+	for (;;) {
+		virtq_disable_kicks(q->vq);
+		while (q->free) {
+			struct vblk_req *r = q->free;
+			int ret = virtq_pop(q->vq, &e, r->iov, REQ_MAX_IOV);
+
+			if (!ret)
+				break;
+			if (ret < 0) {
+				mark_broken(q, ret == -ENOBUFS ?
+					    "request with too many segments" :
+					    "malformed descriptor chain");
+				return;
+			}
+			q->free = r->next;
+			req_start(q, r, &e);
+			if (q->broken)
+				return;
+		}
+		if (!q->free) {
+			q->stalled = true;
+			break;
+		}
+		if (!virtq_enable_kicks(q->vq))
+			break;
+	}
+	blkq_submit(q->bq);
+}
+
+static void on_kick(void *tag, int res);
+
+static void arm_kick(struct vblk_queue *q)
+{
+	/* A broken queue keeps its watch (and ignores the ring) so the
+	 * thread sleeps until the transport resets the device. */
+	if (q->stop || q->kick_armed)
+		return;
+	if (blkq_poll(q->bq, q->vq->kick_fd, on_kick, q) == 0)
+		q->kick_armed = true;
+}
+
+static void on_kick(void *tag, int res)
+{
+	struct vblk_queue *q = tag;
+	uint64_t v;
+
+	q->kick_armed = false;
+	if (__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE))
+		return;
+	if (read(q->vq->kick_fd, &v, sizeof(v)) < 0) {
+		/* EAGAIN: another reader took it; still look at the ring */
+	}
+	process_ring(q);
+	arm_kick(q);
+}
+
+static void *queue_thread(void *arg)
+{
+	struct vblk_queue *q = arg;
+	char name[16];
+
+	snprintf(name, sizeof(name), "iovm-blk%u", q->index);
+	pthread_setname_np(pthread_self(), name);
+	process_ring(q);
+	arm_kick(q);
+	blkq_submit(q->bq);
+	for (;;) {
+		bool stop = __atomic_load_n(&q->stop, __ATOMIC_ACQUIRE);
+		int ret;
+
+		if (stop && !q->inflight)
+			break;
+		if (!stop && !q->kick_armed && !q->inflight)
+			arm_kick(q);	/* stalled or failed to arm */
+		ret = blkq_reap(q->bq, true);
+		if (ret < 0) {
+			pr_err("virtio-blk queue %u: io_uring: %s", q->index,
+			       strerror(-ret));
+			break;
+		}
+		if (q->stalled && q->free)
+			process_ring(q);
+		if (q->need_notify) {
+			q->need_notify = false;
+			virtq_notify(q->vq);
+		}
+	}
+	if (q->need_notify)
+		virtq_notify(q->vq);
+	return NULL;
+}
+
+static int pool_init(struct vblk_queue *q, unsigned int size)
+{
+	if (q->pool_size != size) {
+		free(q->reqs);
+		free(q->iovs);
+		q->reqs = calloc(size, sizeof(*q->reqs));
+		q->iovs = calloc((size_t)size * REQ_MAX_IOV, sizeof(*q->iovs));
+		if (!q->reqs || !q->iovs) {
+			free(q->reqs);
+			free(q->iovs);
+			q->reqs = NULL;
+			q->iovs = NULL;
+			q->pool_size = 0;
+			return -ENOMEM;
+		}
+		q->pool_size = size;
+	}
+	q->free = NULL;
+	for (unsigned int i = 0; i < size; i++) {
+		q->reqs[i].iov = q->iovs + (size_t)i * REQ_MAX_IOV;
+		q->reqs[i].next = q->free;
+		q->free = &q->reqs[i];
+	}
+	return 0;
+}
+
+static int vblk_queue_start(struct virtio_dev *dev, unsigned int index,
+			    struct virtq *vq)
+{
+	struct vblk *b = to_vblk(dev);
+	struct vblk_queue *q;
+	int ret;
+
+	if (index >= dev->num_queues)
+		return -EINVAL;
+	q = &b->q[index];
+	if (q->running)
+		return -EBUSY;
+	ret = pool_init(q, vq->size);
+	if (ret)
+		return ret;
+	q->bq = blkq_create(vq->size);
+	if (!q->bq)
+		return -ENOMEM;
+	q->b = b;
+	q->index = index;
+	q->vq = vq;
+	q->stop = q->broken = q->need_notify = q->stalled = false;
+	q->kick_armed = false;
+	q->inflight = 0;
+	ret = pthread_create(&q->thread, NULL, queue_thread, q);
+	if (ret) {
+		blkq_destroy(q->bq);
+		q->bq = NULL;
+		return -ret;
+	}
+	q->running = true;
+	return 0;
+}
+
+static void vblk_queue_stop(struct virtio_dev *dev, unsigned int index)
+{
+	struct vblk *b = to_vblk(dev);
+	struct vblk_queue *q;
+	uint64_t one = 1;
+
+	if (index >= dev->num_queues || !b->q[index].running)
+		return;
+	q = &b->q[index];
+	__atomic_store_n(&q->stop, true, __ATOMIC_RELEASE);
+	/* Wake the thread out of its wait on the kick fd. */
+	if (write(q->vq->kick_fd, &one, sizeof(one)) < 0)
+		pr_warn("virtio-blk: waking queue %u: %s", index, strerror(errno));
+	pthread_join(q->thread, NULL);
+	blkq_destroy(q->bq);
+	q->bq = NULL;
+	q->running = false;
+}
+
+static void vblk_config_read(struct virtio_dev *dev, uint32_t offset,
+			     void *data, uint32_t len)
+{
+	struct vblk *b = to_vblk(dev);
+
+	if (offset > sizeof(b->config) || len > sizeof(b->config) - offset)
+		return;
+	memcpy(data, b->config + offset, len);
+}
+
+static void vblk_config_write(struct virtio_dev *dev, uint32_t offset,
+			      const void *data, uint32_t len)
+{
+	/* Nothing is writable: the cache mode is fixed by --disk. */
+}
+
+static int vblk_features_ok(struct virtio_dev *dev)
+{
+	return 0;
+}
+
+static void vblk_flush(struct virtio_dev *dev)
+{
+	struct vblk *b = to_vblk(dev);
+
+	if (!b->be.ro && fdatasync(b->be.fd))
+		pr_err("virtio-blk: flushing %s: %s", b->dev.name,
+		       strerror(errno));
+}
+
+static void vblk_destroy(struct virtio_dev *dev)
+{
+	struct vblk *b = to_vblk(dev);
+
+	for (unsigned int i = 0; i < dev->num_queues; i++) {
+		vblk_queue_stop(dev, i);
+		free(b->q[i].reqs);
+		free(b->q[i].iovs);
+	}
+	vblk_flush(dev);
+	blk_close(&b->be);
+	free(b);
+}
+
+static const struct virtio_dev_ops vblk_ops = {
+	.config_read = vblk_config_read,
+	.config_write = vblk_config_write,
+	.features_ok = vblk_features_ok,
+	.queue_start = vblk_queue_start,
+	.queue_stop = vblk_queue_stop,
+	.flush = vblk_flush,
+	.destroy = vblk_destroy,
+};
+
+static void put16(uint8_t *p, uint16_t v)
+{
+	v = htole16(v);
+	memcpy(p, &v, 2);
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	v = htole32(v);
+	memcpy(p, &v, 4);
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	v = htole64(v);
+	memcpy(p, &v, 8);
+}
+
+static void fill_config(struct vblk *b)
+{
+	const struct blk_backend *be = &b->be;
+	uint8_t *c = b->config;
+	unsigned int exp = 0;
+
+	while ((be->block_size << exp) < be->phys_block_size && exp < 15)
+		exp++;
+	put64(c + VIRTIO_BLK_CFG_CAPACITY, be->size / 512);
+	put32(c + VIRTIO_BLK_CFG_SIZE_MAX, VIRTIO_BLK_SIZE_MAX);
+	put32(c + VIRTIO_BLK_CFG_SEG_MAX, VIRTIO_BLK_SEG_MAX);
+	put32(c + VIRTIO_BLK_CFG_BLK_SIZE, be->block_size);
+	c[VIRTIO_BLK_CFG_PHYS_EXP] = exp;
+	put16(c + VIRTIO_BLK_CFG_MIN_IO, 1);
+	put32(c + VIRTIO_BLK_CFG_OPT_IO, 0);
+	put16(c + VIRTIO_BLK_CFG_NUM_QUEUES, b->dev.num_queues);
+	put32(c + VIRTIO_BLK_CFG_MAX_DISCARD_SECTORS, VIRTIO_BLK_MAX_DISCARD_SECTORS);
+	put32(c + VIRTIO_BLK_CFG_MAX_DISCARD_SEG, 1);
+	put32(c + VIRTIO_BLK_CFG_DISCARD_ALIGN, be->phys_block_size / 512);
+	put32(c + VIRTIO_BLK_CFG_MAX_WZ_SECTORS, VIRTIO_BLK_MAX_DISCARD_SECTORS);
+	put32(c + VIRTIO_BLK_CFG_MAX_WZ_SEG, 1);
+	c[VIRTIO_BLK_CFG_WZ_MAY_UNMAP] = !be->is_blockdev;
+}
+
+struct virtio_dev *virtio_blk_create(const struct disk_cfg *cfg,
+				     unsigned int default_queues, char *err,
+				     size_t errlen)
+{
+	struct vblk *b = calloc(1, sizeof(*b));
+	unsigned int nq = cfg->queues ? cfg->queues : default_queues;
+	uint64_t f;
+
+	if (!b) {
+		snprintf(err, errlen, "%s: out of memory", cfg->path);
+		return NULL;
+	}
+	if (!nq)
+		nq = 1;
+	if (nq > VIRTIO_BLK_MAX_QUEUES)
+		nq = VIRTIO_BLK_MAX_QUEUES;
+	if (blk_open(&b->be, cfg, err, errlen)) {
+		free(b);
+		return NULL;
+	}
+	f = (1ull << VIRTIO_F_VERSION_1) | (1ull << VIRTIO_F_RING_INDIRECT_DESC) |
+	    (1ull << VIRTIO_F_RING_EVENT_IDX) | (1ull << VIRTIO_BLK_F_SIZE_MAX) |
+	    (1ull << VIRTIO_BLK_F_SEG_MAX) | (1ull << VIRTIO_BLK_F_BLK_SIZE) |
+	    (1ull << VIRTIO_BLK_F_FLUSH) | (1ull << VIRTIO_BLK_F_TOPOLOGY) |
+	    (1ull << VIRTIO_BLK_F_MQ);
+	if (b->be.ro)
+		f |= 1ull << VIRTIO_BLK_F_RO;
+	else
+		f |= (b->be.discard_ok ? 1ull << VIRTIO_BLK_F_DISCARD : 0) |
+		     (1ull << VIRTIO_BLK_F_WRITE_ZEROES);
+	b->dev.name = "virtio-blk";
+	b->dev.device_id = VIRTIO_ID_BLOCK;
+	b->dev.num_queues = nq;
+	b->dev.max_queue_size = VIRTIO_BLK_QUEUE_SIZE;
+	b->dev.config_len = VIRTIO_BLK_CFG_LEN;
+	b->dev.host_features = f;
+	b->dev.ops = &vblk_ops;
+	fill_config(b);
+	return &b->dev;
+}
