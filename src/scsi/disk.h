@@ -78,7 +78,9 @@ struct scsi_req {
 	uint8_t cdb[SCSI_CDB_MAX];	/* the first min(cdb_len, 16) bytes */
 	uint8_t cdb_len;		/* as received (virtio: cdb_size) */
 	enum scsi_dir buf_dir;		/* direction of iov */
-	const struct iovec *iov;	/* data buffer; valid until done() */
+	struct iovec *iov;		/* data buffer; valid until done();
+					 * the target may shorten it to the
+					 * transfer length */
 	unsigned int iovcnt;		/* at most IOV_MAX */
 	uint64_t buf_len;		/* sum of the iov lengths */
 	struct blk_queue *q;		/* this thread's backend queue */
@@ -98,14 +100,23 @@ struct scsi_req {
 	struct scsi_cmd_info info;
 	uint8_t op;
 	uint8_t stage;
-	bool aborted;
-	bool piecewise;
+	uint8_t abort_host;		/* 0, or the host status of an abort */
+	bool is_write;
 	bool sync_after;		/* write-through: flush before done */
 	int err;
-	uint64_t ws_pos;		/* WRITE SAME progress (bytes) */
-	uint64_t ws_end;
-	uint32_t ws_niov;
-	struct iovec ws_iov[32];	/* WRITE SAME pattern, repeated */
+	uint16_t nsteps;		/* WRITE SAME chunks / UNMAP ranges */
+	uint16_t step;
+	uint64_t pos;			/* WRITE SAME: next byte to write */
+	uint64_t end;
+	union {
+		/* WRITE SAME: the pattern block repeated (guest memory) */
+		struct iovec ws_iov[32];
+		/* UNMAP: validated ranges copied from the parameter list */
+		struct {
+			uint64_t off;
+			uint64_t len;
+		} unmap[32];
+	};
 };
 
 /* The logical units of one target (bit n: LUN n exists), for REPORT LUNS.
