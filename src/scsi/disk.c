@@ -397,8 +397,13 @@ static void io_done(void *tag, int res)
 		ws_next(req);
 		return;
 	case ST_UNMAP:
-		if (res < 0)
+		if (res == -EOPNOTSUPP && req->dealloc) {
+			/* no hole punching here: zeroes read back the same */
+			req->dealloc = false;
+			req->step--;
+		} else if (res < 0) {
 			req->err = res;
+		}
 		unmap_next(req);
 		return;
 	}
@@ -1062,12 +1067,6 @@ static bool all_zero(const uint8_t *p, size_t n)
 	return true;
 }
 
-static enum blk_op zero_op(const struct scsi_disk *d, bool unmap)
-{
-	/* Deallocated blocks read as zeroes (LBPRZ), so UNMAP of zeroes may
-	 * deallocate; without host discard, zeroes are written instead. */
-	return unmap && d->be->discard_ok ? BLK_OP_DISCARD : BLK_OP_WRITE_ZEROES;
-}
 
 /* Issues the next chunk of a patterned WRITE SAME: the pattern block in
  * guest memory, repeated through ws_iov, written straight to disk. */
@@ -1108,20 +1107,20 @@ static void do_write_same(struct scsi_req *req, const uint8_t *cdb,
 	uint64_t off = dc->lba * d->bs, len = (uint64_t)dc->nblocks * d->bs;
 	unsigned int pieces = 0, reps;
 	size_t got = 0;
-	int ret;
 
 	if (dc->info.xfer) {
 		copy_from_iov(req->iov, req->iovcnt, block, d->bs);
 		req->xferred = d->bs;
 	}
 	if (!dc->info.xfer || all_zero(block, d->bs)) {
-		/* one operation; ws_next then only flushes or completes */
-		req->stage = ST_WS;
-		req->pos = req->end = 0;
-		ret = blkq_discard(req->q, d->be, zero_op(d, unmap), off, len,
-				   io_done, req);
-		if (ret)
-			submit_failed(req, ret);
+		/* Deallocated blocks read as zeroes (LBPRZ), so a WRITE SAME
+		 * of zeroes with UNMAP may deallocate: one UNMAP range. */
+		req->unmap[0].off = off;
+		req->unmap[0].len = len;
+		req->nsteps = 1;
+		req->step = 0;
+		req->dealloc = unmap && d->be->discard_ok;
+		unmap_next(req);
 		return;
 	}
 	/* The pattern as iovecs into the guest's buffer (no copy). */
@@ -1162,7 +1161,8 @@ static void unmap_next(struct scsi_req *req)
 		return;
 	}
 	req->stage = ST_UNMAP;
-	ret = blkq_discard(req->q, d->be, zero_op(d, true),
+	ret = blkq_discard(req->q, d->be,
+			   req->dealloc ? BLK_OP_DISCARD : BLK_OP_WRITE_ZEROES,
 			   req->unmap[req->step].off, req->unmap[req->step].len,
 			   io_done, req);
 	req->step++;
@@ -1217,6 +1217,7 @@ static void do_unmap(struct scsi_req *req, const uint8_t *p, size_t len)
 	}
 	req->nsteps = n;
 	req->step = 0;
+	req->dealloc = d->be->discard_ok;
 	unmap_next(req);
 	return;
 fail:

@@ -102,6 +102,7 @@ struct scsi_req {
 	uint8_t stage;
 	uint8_t abort_host;		/* 0, or the host status of an abort */
 	bool is_write;
+	bool dealloc;			/* UNMAP ranges: discard, not zeroes */
 	bool sync_after;		/* write-through: flush before done */
 	int err;
 	uint16_t nsteps;		/* WRITE SAME chunks / UNMAP ranges */
