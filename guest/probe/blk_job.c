@@ -1,0 +1,150 @@
+/* I/O job engine for the blk tests and benchmark. */
+#include "blk_job.h"
+
+#include "lib/pattern.h"
+#include "lib/probe.h"
+
+static uint8_t *pool;
+static uint64_t pool_size;
+static uint32_t *perm, *lat_buf;
+static uint64_t perm_cap, lat_cap;
+static struct vblk_io ios[VBLK_MAX_QD];
+
+int blk_job_init(uint64_t pool_bytes, uint64_t lat_samples)
+{
+	pool = dma_alloc(pool_bytes, 4096);
+	lat_buf = dma_alloc(lat_samples * 4, 64);
+	if (!pool || !lat_buf)
+		return -1;
+	pool_size = pool_bytes;
+	lat_cap = lat_samples;
+	return 0;
+}
+
+const char *blk_status_name(uint8_t s)
+{
+	switch (s) {
+	case VIRTIO_BLK_S_OK: return "OK";
+	case VIRTIO_BLK_S_IOERR: return "IOERR";
+	case VIRTIO_BLK_S_UNSUPP: return "UNSUPP";
+	default: return "invalid";
+	}
+}
+
+static uint64_t job_block(struct blk_job *j, uint64_t n, uint64_t seq,
+			  uint64_t *rng)
+{
+	if (!j->max_ticks)
+		return j->random ? perm[seq] : seq;
+	return j->random ? rand64(rng) % n : seq % n;
+}
+
+void blk_job_run(struct vblk *b, struct blk_job *j)
+{
+	uint64_t n = j->len / j->bs, issued = 0, done = 0, rng = j->seed + 1;
+	uint64_t t0, deadline;
+	bool stop = false;
+
+	if (!j->bs || j->len % j->bs || j->off % 512 || j->bs % 512 || !n)
+		probe_fail("job %s: bad geometry", j->name);
+	if (j->qd == 0 || j->qd > VBLK_MAX_QD || j->qd * 3u > b->vq.size ||
+	    (uint64_t)j->qd * j->bs > pool_size)
+		probe_fail("job %s: qd %u x bs %u does not fit", j->name,
+			   j->qd, j->bs);
+	if (!j->max_ticks && j->random) {
+		if (n > perm_cap) {
+			perm = dma_alloc(n * 4, 64);
+			if (!perm)
+				probe_fail("job %s: out of memory", j->name);
+			perm_cap = n;
+		}
+		for (uint64_t i = 0; i < n; i++)
+			perm[i] = (uint32_t)i;
+		for (uint64_t i = n - 1; i > 0; i--) {
+			uint64_t k = rand64(&rng) % (i + 1);
+			uint32_t t = perm[i];
+
+			perm[i] = perm[k];
+			perm[k] = t;
+		}
+	}
+	lat_init(&j->lat, lat_buf, lat_cap);
+	j->ios = j->bytes = 0;
+	t0 = rdtsc();
+	deadline = t0 + j->max_ticks;
+	for (unsigned int i = 0; i < j->qd; i++)
+		ios[i].user = pool + (uint64_t)i * j->bs;
+
+	/* Keep qd in flight: fill, then one in per one out. */
+	unsigned int next_free = 0;
+	struct vblk_io *freel[VBLK_MAX_QD];
+
+	for (unsigned int i = 0; i < j->qd; i++)
+		freel[i] = &ios[i];
+	next_free = j->qd;
+	for (;;) {
+		while (!stop && next_free) {
+			struct vblk_io *io;
+			uint64_t blk, off;
+
+			if (!j->max_ticks && issued >= n)
+				break;
+			io = freel[--next_free];
+			blk = job_block(j, n, issued, &rng);
+			off = j->off + blk * j->bs;
+			if (j->type == VIRTIO_BLK_T_OUT)
+				pattern_fill(io->user, off, j->bs, j->seed);
+			vblk_io_init(io, j->type, off / 512, io->user, j->bs);
+			if (vblk_submit(b, io) < 0)
+				probe_fail("job %s: submit failed", j->name);
+			issued++;
+		}
+		vblk_kick(b);
+		if (done == issued)
+			break;
+		struct vblk_io *io = vblk_wait(b);
+
+		do {
+			uint64_t off = io->sector * 512;
+
+			lat_add(&j->lat, io->t_done - io->t_submit);
+			if (io->status != VIRTIO_BLK_S_OK)
+				probe_fail("job %s: %s at sector %lu got %s",
+					   j->name,
+					   j->type == VIRTIO_BLK_T_IN ? "read"
+								      : "write",
+					   io->sector,
+					   blk_status_name(io->status));
+			if (j->verify && j->type == VIRTIO_BLK_T_IN) {
+				size_t bad = pattern_check(io->user, off,
+							   j->bs, j->seed);
+
+				if (bad != j->bs)
+					probe_fail("job %s: data mismatch at "
+						   "disk offset %lu",
+						   j->name, off + bad);
+			}
+			done++;
+			freel[next_free++] = io;
+		} while ((io = vblk_reap(b)));
+		if (j->max_ticks && rdtsc() >= deadline)
+			stop = true;
+	}
+	j->ticks = rdtsc() - t0;
+	j->ios = done;
+	j->bytes = done * j->bs;
+}
+
+void blk_job_report(struct blk_job *j)
+{
+	uint64_t ns = ticks_to_ns(j->ticks);
+	uint64_t iops = ns ? j->ios * 1000000000ull / ns : 0;
+	/* MB/s = bytes / ns * 1e3; keep one decimal */
+	uint64_t bw10 = ns ? j->bytes * 10000ull / ns : 0;
+	uint64_t mean = lat_mean_ns(&j->lat), p99 = lat_pct_ns(&j->lat, 99);
+
+	pr("job=%s iops=%lu bw_mbs=%lu.%lu lat_mean_us=%lu.%lu "
+	   "lat_p99_us=%lu.%lu ios=%lu\n", j->name, iops, bw10 / 10, bw10 % 10,
+	   mean / 1000, mean % 1000 / 100, p99 / 1000, p99 % 1000 / 100,
+	   j->ios);
+}
