@@ -3,5 +3,6 @@
 #define IOVM_COMMANDS_H
 
 int cmd_run(int argc, char **argv);		/* src/vm/run.c */
+int cmd_9p_serve(int argc, char **argv);	/* src/p9/serve.c */
 
 #endif

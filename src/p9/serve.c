@@ -1,0 +1,603 @@
+/* `iovm 9p-serve`: the 9P2000.L server over a stream socket (UNIX or TCP),
+ * one session per connection. Each connection has a reader thread that
+ * frames messages into a fixed set of reusable slots and a few workers
+ * that serve them concurrently, so a slow read does not hold up a getattr. */
+#include <errno.h>
+#include <getopt.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "config.h"
+#include "lib/kvopt.h"
+#include "lib/log.h"
+#include "p9/proto.h"
+#include "p9/server.h"
+
+#define SLOTS 16	/* requests in flight per connection */
+#define WORKERS 4	/* threads serving one connection */
+
+struct slot {
+	struct p9_req req;
+	uint8_t *in, *out;
+	size_t incap, outcap, len;
+	struct slot *next;	/* ready queue */
+};
+
+struct conn {
+	int fd;
+	struct p9_session *sess;
+	pthread_mutex_t send_lock;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct slot slots[SLOTS];
+	struct slot *free_list;
+	struct slot *ready_head, *ready_tail;
+	unsigned int inflight;
+	bool stopping;
+	pthread_t workers[WORKERS];
+};
+
+static atomic_uint nconns;
+static unsigned int max_conns = 64;
+
+static int read_full(int fd, void *buf, size_t len)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = read(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -ECONNRESET;
+		p += n;
+		len -= n;
+	}
+	return 0;
+}
+
+static int send_full(int fd, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -errno;
+		p += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/* Grows a slot buffer to at least need bytes; buffers are reused for the
+ * connection's life and never exceed the negotiated msize. */
+static int ensure(uint8_t **buf, size_t *cap, size_t need)
+{
+	uint8_t *p;
+
+	if (*cap >= need)
+		return 0;
+	p = realloc(*buf, need);
+	if (!p)
+		return -ENOMEM;
+	*buf = p;
+	*cap = need;
+	return 0;
+}
+
+static void serve_slot(struct conn *c, struct slot *s)
+{
+	struct iovec in = { s->in, s->len };
+	struct iovec out;
+	size_t rlen;
+
+	if (ensure(&s->out, &s->outcap, p9_session_msize(c->sess))) {
+		/* No memory for a reply buffer: say so from the stack. */
+		struct p9_msg m = { .type = P9_RLERROR,
+				    .tag = p9_get16(s->in + 5) };
+		uint8_t e[11];
+
+		m.u.rlerror.ecode = ENOMEM;
+		p9_encode(&m, e, sizeof(e));
+		pthread_mutex_lock(&c->send_lock);
+		if (send_full(c->fd, e, sizeof(e)))
+			shutdown(c->fd, SHUT_RDWR);
+		pthread_mutex_unlock(&c->send_lock);
+	} else {
+		out = (struct iovec){ s->out, s->outcap };
+		rlen = p9_handle(c->sess, &s->req, &in, 1, &out, 1);
+		pthread_mutex_lock(&c->send_lock);
+		if (rlen && send_full(c->fd, s->out, rlen))
+			shutdown(c->fd, SHUT_RDWR);
+		pthread_mutex_unlock(&c->send_lock);
+	}
+	p9_req_end(c->sess, &s->req);
+	pthread_mutex_lock(&c->lock);
+	s->next = c->free_list;
+	c->free_list = s;
+	c->inflight--;
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+}
+
+static void *worker_main(void *arg)
+{
+	struct conn *c = arg;
+
+	for (;;) {
+		struct slot *s;
+
+		pthread_mutex_lock(&c->lock);
+		while (!c->ready_head && !c->stopping)
+			pthread_cond_wait(&c->cond, &c->lock);
+		s = c->ready_head;
+		if (!s) {
+			pthread_mutex_unlock(&c->lock);
+			return NULL;
+		}
+		c->ready_head = s->next;
+		if (!c->ready_head)
+			c->ready_tail = NULL;
+		pthread_mutex_unlock(&c->lock);
+		serve_slot(c, s);
+	}
+}
+
+static struct slot *get_slot(struct conn *c)
+{
+	struct slot *s;
+
+	pthread_mutex_lock(&c->lock);
+	while (!c->free_list)
+		pthread_cond_wait(&c->cond, &c->lock);
+	s = c->free_list;
+	c->free_list = s->next;
+	c->inflight++;
+	pthread_mutex_unlock(&c->lock);
+	return s;
+}
+
+static void put_slot(struct conn *c, struct slot *s)
+{
+	pthread_mutex_lock(&c->lock);
+	s->next = c->free_list;
+	c->free_list = s;
+	c->inflight--;
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+}
+
+static void quiesce(struct conn *c, unsigned int keep)
+{
+	pthread_mutex_lock(&c->lock);
+	while (c->inflight > keep)
+		pthread_cond_wait(&c->cond, &c->lock);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Reads one message into a slot. A length outside [7, msize] loses the
+ * framing of the stream: the connection is closed. */
+static int read_message(struct conn *c, struct slot *s)
+{
+	uint8_t hdr[4];
+	uint32_t size, msize = p9_session_msize(c->sess);
+	int ret;
+
+	ret = read_full(c->fd, hdr, 4);
+	if (ret)
+		return ret;
+	size = p9_get32(hdr);
+	if (size < P9_HDRSZ || size > msize) {
+		pr_warn("9p-serve: client sent a %u-byte message (msize %u): closing the connection",
+			size, msize);
+		return -EPROTO;
+	}
+	if (ensure(&s->in, &s->incap, size))
+		return -ENOMEM;
+	memcpy(s->in, hdr, 4);
+	s->len = size;
+	return read_full(c->fd, s->in + 4, size - 4);
+}
+
+static void conn_run(struct conn *c)
+{
+	for (;;) {
+		struct slot *s = get_slot(c);
+		struct iovec in;
+
+		if (read_message(c, s)) {
+			put_slot(c, s);
+			return;
+		}
+		in = (struct iovec){ s->in, s->len };
+		if (s->in[4] == P9_TVERSION) {
+			/* Tversion resets the session and changes msize:
+			 * served alone, before the next message is read. */
+			quiesce(c, 1);
+			p9_req_begin(c->sess, &s->req, &in, 1);
+			serve_slot(c, s);
+			continue;
+		}
+		p9_req_begin(c->sess, &s->req, &in, 1);
+		pthread_mutex_lock(&c->lock);
+		s->next = NULL;
+		if (c->ready_tail)
+			c->ready_tail->next = s;
+		else
+			c->ready_head = s;
+		c->ready_tail = s;
+		pthread_cond_signal(&c->cond);
+		pthread_mutex_unlock(&c->lock);
+	}
+}
+
+struct conn_arg {
+	int fd;
+	struct p9_server *srv;
+};
+
+static void *conn_main(void *p)
+{
+	struct conn_arg *a = p;
+	struct conn *c = calloc(1, sizeof(*c));
+	unsigned int started = 0;
+
+	if (!c)
+		goto out;
+	c->fd = a->fd;
+	c->sess = p9_session_new(a->srv);
+	if (!c->sess)
+		goto out;
+	pthread_mutex_init(&c->send_lock, NULL);
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->cond, NULL);
+	for (int i = SLOTS - 1; i >= 0; i--) {
+		c->slots[i].next = c->free_list;
+		c->free_list = &c->slots[i];
+	}
+	for (; started < WORKERS; started++)
+		if (pthread_create(&c->workers[started], NULL, worker_main, c))
+			break;
+	if (started)
+		conn_run(c);
+	quiesce(c, 0);
+	pthread_mutex_lock(&c->lock);
+	c->stopping = true;
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+	for (unsigned int i = 0; i < started; i++)
+		pthread_join(c->workers[i], NULL);
+	for (int i = 0; i < SLOTS; i++) {
+		free(c->slots[i].in);
+		free(c->slots[i].out);
+	}
+	p9_session_free(c->sess);
+	pthread_mutex_destroy(&c->send_lock);
+	pthread_mutex_destroy(&c->lock);
+	pthread_cond_destroy(&c->cond);
+out:
+	free(c);
+	close(a->fd);
+	free(a);
+	atomic_fetch_sub(&nconns, 1);
+	pr_debug("9p-serve: connection closed");
+	return NULL;
+}
+
+/* "unix:PATH", "tcp:PORT", "tcp:HOST:PORT" (IPv6 as [ADDR]:PORT). */
+static int listen_on(const char *spec, char *desc, size_t desclen)
+{
+	int fd, one = 1;
+
+	if (!strncmp(spec, "unix:", 5)) {
+		struct sockaddr_un sun = { .sun_family = AF_UNIX };
+		const char *path = spec + 5;
+		struct stat st;
+
+		if (!*path || strlen(path) >= sizeof(sun.sun_path)) {
+			pr_err("--listen %s: the socket path must be 1 to %zu bytes",
+			       spec, sizeof(sun.sun_path) - 1);
+			return -EINVAL;
+		}
+		strcpy(sun.sun_path, path);
+		/* A socket left by an earlier run is replaced; any other
+		 * file is not touched. */
+		if (!lstat(path, &st) && S_ISSOCK(st.st_mode))
+			unlink(path);
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0 || bind(fd, (struct sockaddr *)&sun, sizeof(sun)) ||
+		    listen(fd, 16)) {
+			pr_err("--listen %s: %s", spec, strerror(errno));
+			if (fd >= 0)
+				close(fd);
+			return -EINVAL;
+		}
+		snprintf(desc, desclen, "unix:%s", path);
+		return fd;
+	}
+	if (!strncmp(spec, "tcp:", 4)) {
+		char host[256] = "127.0.0.1", port[16], *colon;
+		const char *rest = spec + 4;
+		struct addrinfo hints = { .ai_family = AF_UNSPEC,
+					  .ai_socktype = SOCK_STREAM,
+					  .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
+		struct addrinfo *ai;
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		char h[NI_MAXHOST], sv[NI_MAXSERV];
+		int err;
+
+		colon = strrchr(rest, ':');
+		if (colon) {
+			size_t hl = colon - rest;
+
+			if (hl >= sizeof(host) || !hl) {
+				pr_err("--listen %s: bad host", spec);
+				return -EINVAL;
+			}
+			memcpy(host, rest, hl);
+			host[hl] = 0;
+			if (host[0] == '[' && host[hl - 1] == ']') {
+				memmove(host, host + 1, hl - 2);
+				host[hl - 2] = 0;
+			}
+			rest = colon + 1;
+		}
+		if (!*rest || strlen(rest) >= sizeof(port) ||
+		    strspn(rest, "0123456789") != strlen(rest) ||
+		    atoi(rest) > 65535) {
+			pr_err("--listen %s: the port must be a number from 0 to 65535", spec);
+			return -EINVAL;
+		}
+		strcpy(port, rest);
+		err = getaddrinfo(host, port, &hints, &ai);
+		if (err) {
+			pr_err("--listen %s: %s", spec, gai_strerror(err));
+			return -EINVAL;
+		}
+		fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd >= 0)
+			setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) ||
+		    listen(fd, 16)) {
+			pr_err("--listen %s: %s", spec, strerror(errno));
+			if (fd >= 0)
+				close(fd);
+			freeaddrinfo(ai);
+			return -EINVAL;
+		}
+		freeaddrinfo(ai);
+		getsockname(fd, (struct sockaddr *)&ss, &sl);
+		getnameinfo((struct sockaddr *)&ss, sl, h, sizeof(h), sv,
+			    sizeof(sv), NI_NUMERICHOST | NI_NUMERICSERV);
+		snprintf(desc, desclen, strchr(h, ':') ? "tcp:[%s]:%s" : "tcp:%s:%s",
+			 h, sv);
+		return fd;
+	}
+	pr_err("--listen %s: expected unix:PATH, tcp:PORT or tcp:HOST:PORT", spec);
+	return -EINVAL;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"Usage: iovm 9p-serve --share path=DIR[,ro][,msize=SIZE] --listen ADDRESS [OPTIONS]\n"
+"\n"
+"Serves the host folder DIR with the 9P2000.L protocol over a stream socket,\n"
+"one session per connection, as a Linux guest's 9p client expects it:\n"
+"\n"
+"  mount -t 9p -o trans=tcp,port=PORT,version=9p2000.L HOST /mnt\n"
+"  mount -t 9p -o trans=unix,version=9p2000.L /path/to/socket /mnt\n"
+"\n"
+"The same server code backs the virtio-9p device of `iovm run --share`.\n"
+"\n"
+"Options:\n"
+"  --share path=DIR[,ro][,msize=SIZE]\n"
+"        The folder to serve (required). Every path a client names is\n"
+"        resolved beneath DIR: \"..\" at DIR stays at DIR, and symbolic links\n"
+"        are returned as links, never followed by the server. With ro, every\n"
+"        change (create, write, rename, remove, setattr, xattr, ...) fails\n"
+"        with EROFS. msize is the largest message size accepted, from 4K to\n"
+"        64M (default 4M); clients get the smaller of theirs and this.\n"
+"  --listen ADDRESS\n"
+"        Where to accept connections (required):\n"
+"          unix:PATH       a UNIX stream socket at PATH (an old socket at\n"
+"                          PATH is replaced)\n"
+"          tcp:PORT        TCP on 127.0.0.1 (loopback only)\n"
+"          tcp:HOST:PORT   TCP on the address HOST, e.g. 0.0.0.0 for every\n"
+"                          interface, or [::1] for IPv6\n"
+"        Port 0 picks a free port. The address actually bound is printed\n"
+"        on standard output as \"listening on ADDRESS\".\n"
+"  --max-connections N\n"
+"        Connections served at once (default 64); more are closed at once.\n"
+"  -v, --verbose   log each connection\n"
+"  -q, --quiet     log errors only\n"
+"  -h, --help      show this help\n"
+"\n"
+"Security: 9P has no authentication. Anyone who can connect to the socket\n"
+"can read (and unless ro, change) everything in DIR with the rights of the\n"
+"iovm process. TCP listens on loopback unless a HOST is given; protect a\n"
+"UNIX socket with the permissions of its folder. Files the client creates\n"
+"belong to the user running iovm with the modes the client asks for; when\n"
+"iovm runs as root, the client's uid and gid are applied as given.\n"
+"\n"
+"Limits per connection: 65536 fids, 4096 open files, %d requests in flight\n"
+"(served by %d threads), 1 MiB of extended-attribute values; a request past\n"
+"a limit fails with EMFILE or ENOMEM.\n"
+"\n"
+"Exit status: 0 never (runs until killed), 1 on a setup error, 2 on a\n"
+"usage error.\n", SLOTS, WORKERS);
+}
+
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	/* Each walked path holds an O_PATH descriptor. */
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+int cmd_9p_serve(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "share", required_argument, NULL, 's' },
+		{ "listen", required_argument, NULL, 'l' },
+		{ "max-connections", required_argument, NULL, 'm' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct share_cfg share = { 0 };
+	struct p9_server_cfg cfg = { 0 };
+	struct p9_server *srv;
+	const char *listen_spec = NULL;
+	bool have_share = false;
+	char err[512], desc[300];
+	struct rlimit rl;
+	uint64_t v;
+	int opt, lfd;
+
+	optind = 1;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, "vqh", opts, NULL)) != -1) {
+		switch (opt) {
+		case 's':
+			err[0] = 0;
+			if (have_share) {
+				fprintf(stderr, "iovm: 9p-serve serves one --share\n");
+				return 2;
+			}
+			if (config_parse_share(optarg, false, &share, err,
+					       sizeof(err))) {
+				fprintf(stderr, "iovm: %s\n", err);
+				return 2;
+			}
+			have_share = true;
+			break;
+		case 'l':
+			listen_spec = optarg;
+			break;
+		case 'm':
+			if (parse_uint(optarg, 1, 65536, &v)) {
+				fprintf(stderr, "iovm: --max-connections %s: expected 1 to 65536\n",
+					optarg);
+				return 2;
+			}
+			max_conns = v;
+			break;
+		case 'v':
+			log_threshold = LOG_DEBUG;
+			break;
+		case 'q':
+			log_threshold = LOG_ERR;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			fprintf(stderr, "iovm: 9p-serve: unknown or incomplete option '%s' (try iovm 9p-serve --help)\n",
+				argv[optind - 1]);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "iovm: 9p-serve: unexpected argument '%s'\n", argv[optind]);
+		return 2;
+	}
+	if (!have_share || !listen_spec) {
+		fprintf(stderr, "iovm: 9p-serve needs --share path=DIR and --listen ADDRESS (try iovm 9p-serve --help)\n");
+		return 2;
+	}
+	if (share.tag)
+		pr_warn("9p-serve: tag=%s is ignored (the client names the share by address)",
+			share.tag);
+	raise_nofile();
+	cfg.path = share.path;
+	cfg.ro = share.ro;
+	cfg.msize = share.msize;
+	/* The descriptors of walked paths are shared by every connection:
+	 * keep room for sockets and open files. */
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur > 2048)
+		cfg.lim.max_nodes = rl.rlim_cur - 1024;
+	else
+		cfg.lim.max_nodes = 1024;
+	if (p9_server_open(&cfg, &srv, err, sizeof(err))) {
+		pr_err("%s", err);
+		return 1;
+	}
+	lfd = listen_on(listen_spec, desc, sizeof(desc));
+	if (lfd < 0) {
+		p9_server_close(srv);
+		return 1;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	printf("listening on %s\n", desc);
+	fflush(stdout);
+	pr_info("9p-serve: serving %s%s on %s (9P has no authentication)",
+		share.path, share.ro ? " read-only" : "", desc);
+	for (;;) {
+		struct conn_arg *a;
+		pthread_t th;
+		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno == EMFILE || errno == ENFILE || errno == ENOMEM) {
+				pr_warn("9p-serve: accept: %s", strerror(errno));
+				usleep(100000);
+				continue;
+			}
+			pr_err("9p-serve: accept: %s", strerror(errno));
+			break;
+		}
+		if (atomic_fetch_add(&nconns, 1) >= max_conns) {
+			atomic_fetch_sub(&nconns, 1);
+			pr_warn("9p-serve: %u connections already: refusing one", max_conns);
+			close(fd);
+			continue;
+		}
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
+		a = malloc(sizeof(*a));
+		if (!a) {
+			close(fd);
+			atomic_fetch_sub(&nconns, 1);
+			continue;
+		}
+		a->fd = fd;
+		a->srv = srv;
+		if (pthread_create(&th, NULL, conn_main, a)) {
+			close(fd);
+			free(a);
+			atomic_fetch_sub(&nconns, 1);
+			continue;
+		}
+		pthread_detach(th);
+		pr_debug("9p-serve: new connection");
+	}
+	close(lfd);
+	return 1;
+}

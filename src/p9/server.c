@@ -1,0 +1,2062 @@
+/* 9P2000.L server: fids, confined path resolution over O_PATH descriptors,
+ * and one handler per message. Payloads of read, write and readdir go
+ * between the host file and the transport's iovecs without a bounce
+ * buffer, so a request costs memory by its own size, never by msize. */
+#include <dirent.h>
+#include <limits.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "p9/proto.h"
+#include "p9/server.h"
+
+#define P9_MIN_MSIZE 4096
+/* A request other than Twrite carries at most 16 names of 255 bytes, or a
+ * name and a symlink target: this bounds what is copied to decode it. */
+#define P9_SMALL_MAX 8192
+#define P9_NAME_MAX 255
+#define P9_TARGET_MAX 4095
+#define XATTR_MAX 65536
+#define REPLY_BUF 512
+
+#define RESOLVE_FLAGS (RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS)
+
+/* A host object reached by a walk: an O_PATH descriptor, and where it was
+ * reached from (for Tremove/Trename and for ".."). Nodes are shared by
+ * cloned fids and by children; the root node has no parent. */
+struct p9_node {
+	atomic_uint refs;
+	int fd;
+	struct p9_node *parent;
+	uint16_t namelen;
+	char name[];
+};
+
+enum fid_kind { FID_PATH, FID_FILE, FID_DIR, FID_XATTR_READ, FID_XATTR_WRITE };
+
+struct p9_fid {
+	uint32_t fid;
+	struct p9_fid *hnext;
+	unsigned int refs;		/* under session lock */
+	uint32_t uid;
+	struct p9_node *node;
+	_Atomic int ofd;		/* opened descriptor, -1 until lopen */
+	_Atomic int kind;
+	pthread_mutex_t lock;		/* readdir position, xattr state */
+	/* xattr fids */
+	char *xname;
+	uint8_t *xbuf;
+	size_t xsize, xcopied;
+	int xflags;
+};
+
+struct p9_server {
+	struct p9_node *root;
+	int procfd;			/* /proc/self/fd, to reopen O_PATH fds */
+	dev_t root_dev;
+	bool ro;
+	bool is_root;			/* running as uid 0: pass uid/gid through */
+	uint32_t msize;
+	struct p9_limits lim;
+	atomic_uint nodes;
+};
+
+struct p9_session {
+	struct p9_server *srv;
+	pthread_mutex_t lock;
+	pthread_cond_t done_cond;
+	struct p9_fid **buckets;
+	uint32_t nbuckets;
+	uint32_t nfids;
+	atomic_uint nopen;
+	atomic_uint xattr_bytes;
+	_Atomic uint32_t msize;
+	struct p9_req pending;		/* list head */
+	uint32_t npending;
+	uint64_t seq;
+};
+
+/* ---------- iovec helpers ---------- */
+
+static size_t iov_total(const struct iovec *iov, unsigned int n)
+{
+	size_t t = 0;
+
+	for (unsigned int i = 0; i < n; i++)
+		t += iov[i].iov_len;
+	return t;
+}
+
+static size_t iov_copy(const struct iovec *iov, unsigned int n, size_t off,
+		       void *buf, size_t len, bool to_iov)
+{
+	uint8_t *p = buf;
+	size_t done = 0;
+
+	for (unsigned int i = 0; i < n && done < len; i++) {
+		size_t l = iov[i].iov_len, c;
+
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		c = l - off;
+		if (c > len - done)
+			c = len - done;
+		if (to_iov)
+			memcpy((uint8_t *)iov[i].iov_base + off, p + done, c);
+		else
+			memcpy(p + done, (uint8_t *)iov[i].iov_base + off, c);
+		done += c;
+		off = 0;
+	}
+	return done;
+}
+
+/* A window [off, off+len) of an iovec array, made by trimming the array in
+ * place; iov_window_restore puts the two trimmed entries back. */
+struct iov_window {
+	struct iovec *iov;
+	unsigned int n;
+	struct iovec *first, *last;
+	struct iovec first_save, last_save;
+};
+
+static void iov_window(struct iovec *iov, unsigned int n, size_t off,
+		       size_t len, struct iov_window *w)
+{
+	unsigned int i = 0, j;
+	size_t rem = len;
+
+	while (i < n && off >= iov[i].iov_len) {
+		off -= iov[i].iov_len;
+		i++;
+	}
+	w->first = w->last = NULL;
+	w->iov = iov + i;
+	w->n = 0;
+	if (i == n || !len)
+		return;
+	w->first = &iov[i];
+	w->first_save = iov[i];
+	iov[i].iov_base = (uint8_t *)iov[i].iov_base + off;
+	iov[i].iov_len -= off;
+	for (j = i; j < n; j++) {
+		if (iov[j].iov_len >= rem) {
+			w->last = &iov[j];
+			w->last_save = iov[j];
+			if (j == i)
+				w->last_save = w->first_save;
+			iov[j].iov_len = rem;
+			j++;
+			break;
+		}
+		rem -= iov[j].iov_len;
+	}
+	w->n = j - i;
+}
+
+static void iov_window_restore(struct iov_window *w)
+{
+	if (w->last)
+		*w->last = w->last_save;
+	if (w->first)
+		*w->first = w->first_save;
+}
+
+/* preadv/pwritev over any number of iovecs, until all is moved or EOF. */
+static ssize_t rw_iov(int fd, bool write, struct iovec *iov, unsigned int n,
+		      uint64_t off)
+{
+	size_t done = 0, skip = 0;	/* skip: bytes done in iov[i] */
+	unsigned int i = 0;
+
+	while (i < n) {
+		unsigned int cnt = n - i > IOV_MAX ? IOV_MAX : n - i;
+		struct iovec save = iov[i];
+		size_t adv;
+		ssize_t r;
+
+		if (off + done > INT64_MAX)
+			return done ? (ssize_t)done : -EINVAL;
+		iov[i].iov_base = (uint8_t *)iov[i].iov_base + skip;
+		iov[i].iov_len -= skip;
+		r = write ? pwritev(fd, iov + i, cnt, off + done)
+			  : preadv(fd, iov + i, cnt, off + done);
+		iov[i] = save;
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return done ? (ssize_t)done : -errno;
+		}
+		if (r == 0)
+			break;		/* EOF */
+		done += r;
+		adv = r + skip;
+		while (i < n && adv >= iov[i].iov_len) {
+			adv -= iov[i].iov_len;
+			i++;
+		}
+		skip = adv;
+	}
+	return done;
+}
+
+/* ---------- nodes ---------- */
+
+static struct p9_node *node_new(struct p9_server *srv, int fd,
+				struct p9_node *parent, const char *name,
+				size_t namelen)
+{
+	struct p9_node *n = malloc(sizeof(*n) + namelen + 1);
+
+	if (!n)
+		return NULL;
+	atomic_init(&n->refs, 1);
+	n->fd = fd;
+	n->parent = parent;
+	if (parent)
+		atomic_fetch_add(&parent->refs, 1);
+	n->namelen = namelen;
+	memcpy(n->name, name, namelen);
+	n->name[namelen] = 0;
+	atomic_fetch_add(&srv->nodes, 1);
+	return n;
+}
+
+static void node_get(struct p9_node *n)
+{
+	atomic_fetch_add(&n->refs, 1);
+}
+
+static void node_put(struct p9_server *srv, struct p9_node *n)
+{
+	/* Iterative, so a deep chain of parents cannot exhaust the stack. */
+	while (n && atomic_fetch_sub(&n->refs, 1) == 1) {
+		struct p9_node *parent = n->parent;
+
+		close(n->fd);
+		free(n);
+		atomic_fetch_sub(&srv->nodes, 1);
+		n = parent;
+	}
+}
+
+/* ---------- fids ---------- */
+
+static uint32_t fid_hash(uint32_t fid, uint32_t nbuckets)
+{
+	return (fid * 2654435761u) >> 7 & (nbuckets - 1);
+}
+
+static struct p9_fid *fid_find_locked(struct p9_session *s, uint32_t fid)
+{
+	struct p9_fid *f = s->buckets[fid_hash(fid, s->nbuckets)];
+
+	while (f && f->fid != fid)
+		f = f->hnext;
+	return f;
+}
+
+static void fid_grow_locked(struct p9_session *s)
+{
+	uint32_t nb = s->nbuckets * 2;
+	struct p9_fid **b = calloc(nb, sizeof(*b));
+
+	if (!b)
+		return;		/* longer chains, still correct */
+	for (uint32_t i = 0; i < s->nbuckets; i++) {
+		struct p9_fid *f = s->buckets[i], *next;
+
+		for (; f; f = next) {
+			uint32_t h = fid_hash(f->fid, nb);
+
+			next = f->hnext;
+			f->hnext = b[h];
+			b[h] = f;
+		}
+	}
+	free(s->buckets);
+	s->buckets = b;
+	s->nbuckets = nb;
+}
+
+static void fid_free(struct p9_session *s, struct p9_fid *f)
+{
+	int ofd = atomic_load(&f->ofd);
+
+	if (ofd >= 0) {
+		close(ofd);
+		atomic_fetch_sub(&s->nopen, 1);
+	}
+	if (f->xbuf || f->xsize)
+		atomic_fetch_sub(&s->xattr_bytes, f->xsize);
+	free(f->xbuf);
+	free(f->xname);
+	node_put(s->srv, f->node);
+	pthread_mutex_destroy(&f->lock);
+	free(f);
+}
+
+static struct p9_fid *fid_get(struct p9_session *s, uint32_t fid)
+{
+	struct p9_fid *f;
+
+	pthread_mutex_lock(&s->lock);
+	f = fid_find_locked(s, fid);
+	if (f)
+		f->refs++;
+	pthread_mutex_unlock(&s->lock);
+	return f;
+}
+
+static void fid_put(struct p9_session *s, struct p9_fid *f)
+{
+	bool last;
+
+	if (!f)
+		return;
+	pthread_mutex_lock(&s->lock);
+	last = --f->refs == 0;
+	pthread_mutex_unlock(&s->lock);
+	if (last)
+		fid_free(s, f);
+}
+
+/* Adds a fid holding node (the reference is taken over). */
+static int fid_add(struct p9_session *s, uint32_t fid, struct p9_node *node,
+		   uint32_t uid)
+{
+	struct p9_fid *f;
+	uint32_t h;
+
+	if (fid == P9_NOFID)
+		return -EBADF;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->fid = fid;
+	f->refs = 1;
+	f->uid = uid;
+	f->node = node;
+	atomic_init(&f->ofd, -1);
+	atomic_init(&f->kind, FID_PATH);
+	pthread_mutex_init(&f->lock, NULL);
+	pthread_mutex_lock(&s->lock);
+	if (fid_find_locked(s, fid)) {
+		pthread_mutex_unlock(&s->lock);
+		pthread_mutex_destroy(&f->lock);
+		free(f);
+		return -EEXIST;
+	}
+	if (s->nfids >= s->srv->lim.max_fids) {
+		pthread_mutex_unlock(&s->lock);
+		pthread_mutex_destroy(&f->lock);
+		free(f);
+		return -EMFILE;
+	}
+	if (s->nfids >= s->nbuckets)
+		fid_grow_locked(s);
+	h = fid_hash(fid, s->nbuckets);
+	f->hnext = s->buckets[h];
+	s->buckets[h] = f;
+	s->nfids++;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+/* Removes fid from the table; the caller's reference (if any) still holds
+ * it. Returns the fid (with one reference for the caller) or NULL. */
+static struct p9_fid *fid_unlink(struct p9_session *s, uint32_t fid)
+{
+	struct p9_fid **pp, *f;
+
+	pthread_mutex_lock(&s->lock);
+	pp = &s->buckets[fid_hash(fid, s->nbuckets)];
+	while (*pp && (*pp)->fid != fid)
+		pp = &(*pp)->hnext;
+	f = *pp;
+	if (f) {
+		*pp = f->hnext;
+		s->nfids--;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return f;	/* the table's reference passes to the caller */
+}
+
+static void fid_clear_all(struct p9_session *s)
+{
+	for (;;) {
+		struct p9_fid *f = NULL;
+
+		pthread_mutex_lock(&s->lock);
+		for (uint32_t i = 0; i < s->nbuckets && !f; i++) {
+			f = s->buckets[i];
+			if (f) {
+				s->buckets[i] = f->hnext;
+				s->nfids--;
+			}
+		}
+		pthread_mutex_unlock(&s->lock);
+		if (!f)
+			return;
+		fid_put(s, f);
+	}
+}
+
+/* ---------- host helpers ---------- */
+
+static int check_name(const struct p9_str *n, char *buf)
+{
+	if (!n->len)
+		return -EINVAL;
+	if (n->len > P9_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (memchr(n->s, '/', n->len) || memchr(n->s, 0, n->len))
+		return -EINVAL;
+	memcpy(buf, n->s, n->len);
+	buf[n->len] = 0;
+	if (!strcmp(buf, ".") || !strcmp(buf, ".."))
+		return -EINVAL;
+	return 0;
+}
+
+static int open_beneath(int dirfd, const char *name, uint64_t flags,
+			uint64_t mode)
+{
+	struct open_how how = {
+		.flags = flags | O_CLOEXEC,
+		.mode = mode,
+		.resolve = RESOLVE_FLAGS,
+	};
+	long fd;
+
+	do
+		fd = syscall(SYS_openat2, dirfd, name, &how, sizeof(how));
+	while (fd < 0 && errno == EINTR);
+	return fd < 0 ? -errno : (int)fd;
+}
+
+static int node_stat(struct p9_node *n, struct stat *st)
+{
+	if (fstatat(n->fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW))
+		return -errno;
+	return 0;
+}
+
+static void make_qid(struct p9_server *srv, const struct stat *st,
+		     struct p9_qid *q)
+{
+	q->type = S_ISDIR(st->st_mode) ? P9_QTDIR :
+		  S_ISLNK(st->st_mode) ? P9_QTSYMLINK : P9_QTFILE;
+	q->version = st->st_mtime ^ (st->st_size << 8);
+	q->path = st->st_ino;
+	/* Objects of other file systems mounted inside the export would
+	 * collide by inode number: fold the device into the high bits. */
+	if (st->st_dev != srv->root_dev)
+		q->path ^= (uint64_t)st->st_dev << 40;
+}
+
+static int proc_name(int fd, char *buf)
+{
+	snprintf(buf, 16, "%d", fd);
+	return 0;
+}
+
+static int proc_path(int fd, char *buf, size_t len)
+{
+	snprintf(buf, len, "/proc/self/fd/%d", fd);
+	return 0;
+}
+
+/* Gives a new object the owner (when running as root) and the exact mode
+ * asked for (the process umask must not apply). The object is checked
+ * through an O_PATH descriptor first, so a concurrent swap for a symlink
+ * is never followed. */
+static void fix_owner_mode(struct p9_session *s, int fd, uint32_t uid,
+			   uint32_t gid, uint32_t mode, bool set_mode)
+{
+	struct p9_server *srv = s->srv;
+	char nm[16];
+	struct stat st;
+
+	if (fstat(fd, &st) || S_ISLNK(st.st_mode)) {
+		if (srv->is_root && !fstat(fd, &st))
+			(void)!fchownat(fd, "", uid, gid,
+					AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
+		return;
+	}
+	if (srv->is_root)
+		(void)!fchownat(fd, "", uid, gid,
+				AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
+	if (set_mode && (st.st_mode & 07777) != (mode & 07777)) {
+		proc_name(fd, nm);
+		(void)!fchmodat(srv->procfd, nm, mode & 07777, 0);
+	}
+}
+
+static bool node_budget(struct p9_server *srv)
+{
+	return atomic_load(&srv->nodes) < srv->lim.max_nodes;
+}
+
+/* ---------- request handling ---------- */
+
+struct op {
+	struct p9_session *s;
+	struct p9_server *srv;
+	struct p9_msg *m;
+	struct p9_msg *r;
+	struct iovec *in;
+	unsigned int nin;
+	struct iovec *out;
+	unsigned int nout;
+	size_t out_len;
+	struct p9_req *req;
+};
+
+static int h_version(struct op *o)
+{
+	struct p9_session *s = o->s;
+	uint32_t msize = o->m->u.version.msize;
+	const struct p9_str *v = &o->m->u.version.version;
+	static const char unknown[] = "unknown";
+
+	if (msize < P9_MIN_MSIZE)
+		return -EINVAL;
+	/* A new version starts a new session: every fid goes away. */
+	fid_clear_all(s);
+	if (msize > s->srv->msize)
+		msize = s->srv->msize;
+	o->r->u.version.msize = msize;
+	if (v->len >= 8 && !memcmp(v->s, P9_VERSION_L, 8) &&
+	    (v->len == 8 || v->s[8] == '.')) {
+		o->r->u.version.version = (struct p9_str){ 8, P9_VERSION_L };
+		atomic_store(&s->msize, msize);
+	} else {
+		o->r->u.version.version = (struct p9_str){ 7, unknown };
+	}
+	return 0;
+}
+
+static int h_attach(struct op *o)
+{
+	struct p9_server *srv = o->srv;
+	struct stat st;
+	int ret;
+
+	if (o->m->u.tattach.afid != P9_NOFID)
+		return -EBADF;	/* no auth fids exist */
+	ret = node_stat(srv->root, &st);
+	if (ret)
+		return ret;
+	node_get(srv->root);
+	ret = fid_add(o->s, o->m->u.tattach.fid, srv->root,
+		      o->m->u.tattach.n_uname);
+	if (ret) {
+		node_put(srv, srv->root);
+		return ret;
+	}
+	make_qid(srv, &st, &o->r->u.rqid.qid);
+	return 0;
+}
+
+static int walk_one(struct op *o, struct p9_node *cur, const struct p9_str *nm,
+		    struct p9_node **next, struct p9_qid *qid)
+{
+	char name[P9_NAME_MAX + 1];
+	struct stat st;
+	int fd, ret;
+
+	if (nm->len == 2 && !memcmp(nm->s, "..", 2)) {
+		/* ".." goes back the way the walk came; at the root it
+		 * stays there. */
+		*next = cur->parent ? cur->parent : cur;
+		node_get(*next);
+	} else if (nm->len == 1 && nm->s[0] == '.') {
+		*next = cur;
+		node_get(cur);
+	} else {
+		ret = check_name(nm, name);
+		if (ret)
+			return ret;
+		if (!node_budget(o->srv))
+			return -EMFILE;
+		fd = open_beneath(cur->fd, name, O_PATH | O_NOFOLLOW, 0);
+		if (fd < 0)
+			return fd;
+		*next = node_new(o->srv, fd, cur, name, nm->len);
+		if (!*next) {
+			close(fd);
+			return -ENOMEM;
+		}
+	}
+	ret = node_stat(*next, &st);
+	if (ret) {
+		node_put(o->srv, *next);
+		return ret;
+	}
+	make_qid(o->srv, &st, qid);
+	return 0;
+}
+
+static int h_walk(struct op *o)
+{
+	struct p9_session *s = o->s;
+	uint32_t fid = o->m->u.twalk.fid, newfid = o->m->u.twalk.newfid;
+	unsigned int nw = o->m->u.twalk.nwname, i;
+	struct p9_fid *f = fid_get(s, fid);
+	struct p9_node *cur;
+	int ret = 0;
+
+	if (!f)
+		return -EBADF;
+	if (newfid != fid) {
+		struct p9_fid *g = fid_get(s, newfid);
+
+		if (g) {
+			fid_put(s, g);
+			fid_put(s, f);
+			return -EEXIST;
+		}
+	}
+	cur = f->node;
+	node_get(cur);
+	for (i = 0; i < nw; i++) {
+		struct p9_node *next;
+
+		ret = walk_one(o, cur, &o->m->u.twalk.wname[i], &next,
+			       &o->r->u.rwalk.wqid[i]);
+		if (ret)
+			break;
+		node_put(o->srv, cur);
+		cur = next;
+	}
+	o->r->u.rwalk.nwqid = i;
+	if (i < nw) {
+		node_put(o->srv, cur);
+		fid_put(s, f);
+		/* The first name failing is an error; later ones give a
+		 * partial Rwalk and no new fid. */
+		return i == 0 ? ret : 0;
+	}
+	if (newfid == fid) {
+		struct p9_node *old;
+
+		if (atomic_load(&f->ofd) >= 0 || atomic_load(&f->kind) != FID_PATH) {
+			node_put(o->srv, cur);
+			fid_put(s, f);
+			return -EBUSY;
+		}
+		pthread_mutex_lock(&f->lock);
+		old = f->node;
+		f->node = cur;
+		pthread_mutex_unlock(&f->lock);
+		node_put(o->srv, old);
+		ret = 0;
+	} else {
+		ret = fid_add(s, newfid, cur, f->uid);
+		if (ret)
+			node_put(o->srv, cur);
+	}
+	fid_put(s, f);
+	return ret;
+}
+
+static int h_getattr(struct op *o)
+{
+	struct p9_fid *f = fid_get(o->s, o->m->u.tgetattr.fid);
+	struct p9_attr *a = &o->r->u.rgetattr.a;
+	struct stat st;
+	int ret;
+
+	if (!f)
+		return -EBADF;
+	ret = node_stat(f->node, &st);
+	fid_put(o->s, f);
+	if (ret)
+		return ret;
+	o->r->u.rgetattr.valid = P9_GETATTR_BASIC;
+	make_qid(o->srv, &st, &o->r->u.rgetattr.qid);
+	memset(a, 0, sizeof(*a));
+	a->mode = st.st_mode;
+	a->uid = st.st_uid;
+	a->gid = st.st_gid;
+	a->nlink = st.st_nlink;
+	a->rdev = st.st_rdev;
+	a->size = st.st_size;
+	a->blksize = st.st_blksize;
+	a->blocks = st.st_blocks;
+	a->atime_sec = st.st_atim.tv_sec;
+	a->atime_nsec = st.st_atim.tv_nsec;
+	a->mtime_sec = st.st_mtim.tv_sec;
+	a->mtime_nsec = st.st_mtim.tv_nsec;
+	a->ctime_sec = st.st_ctim.tv_sec;
+	a->ctime_nsec = st.st_ctim.tv_nsec;
+	return 0;
+}
+
+static int do_setattr(struct op *o, struct p9_fid *f)
+{
+	uint32_t valid = o->m->u.tsetattr.valid;
+	struct p9_server *srv = o->srv;
+	int fd = f->node->fd;
+	char nm[16];
+	struct stat st;
+	int ret;
+
+	if (valid & ~0x1ffu)
+		return -EINVAL;
+	if (srv->ro && (valid & ~P9_SETATTR_CTIME))
+		return -EROFS;
+	ret = node_stat(f->node, &st);
+	if (ret)
+		return ret;
+	proc_name(fd, nm);
+	if (valid & P9_SETATTR_MODE) {
+		if (S_ISLNK(st.st_mode))
+			return -EOPNOTSUPP;
+		if (fchmodat(srv->procfd, nm, o->m->u.tsetattr.mode & 07777, 0))
+			return -errno;
+	}
+	if (valid & (P9_SETATTR_UID | P9_SETATTR_GID)) {
+		uid_t uid = valid & P9_SETATTR_UID ? o->m->u.tsetattr.uid : (uid_t)-1;
+		gid_t gid = valid & P9_SETATTR_GID ? o->m->u.tsetattr.gid : (gid_t)-1;
+
+		if (fchownat(fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW))
+			return -errno;
+	}
+	if (valid & P9_SETATTR_SIZE) {
+		int wfd;
+
+		if (!S_ISREG(st.st_mode))
+			return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+		if (o->m->u.tsetattr.size > INT64_MAX)
+			return -EFBIG;
+		wfd = openat(srv->procfd, nm, O_WRONLY | O_CLOEXEC | O_NONBLOCK);
+		if (wfd < 0)
+			return -errno;
+		ret = ftruncate(wfd, o->m->u.tsetattr.size) ? -errno : 0;
+		close(wfd);
+		if (ret)
+			return ret;
+	}
+	if (valid & (P9_SETATTR_ATIME | P9_SETATTR_MTIME)) {
+		struct timespec ts[2] = { { 0, UTIME_OMIT }, { 0, UTIME_OMIT } };
+
+		if (valid & P9_SETATTR_ATIME) {
+			ts[0].tv_nsec = UTIME_NOW;
+			if (valid & P9_SETATTR_ATIME_SET) {
+				ts[0].tv_sec = o->m->u.tsetattr.atime_sec;
+				ts[0].tv_nsec = o->m->u.tsetattr.atime_nsec;
+				if (ts[0].tv_nsec >= 1000000000)
+					return -EINVAL;
+			}
+		}
+		if (valid & P9_SETATTR_MTIME) {
+			ts[1].tv_nsec = UTIME_NOW;
+			if (valid & P9_SETATTR_MTIME_SET) {
+				ts[1].tv_sec = o->m->u.tsetattr.mtime_sec;
+				ts[1].tv_nsec = o->m->u.tsetattr.mtime_nsec;
+				if (ts[1].tv_nsec >= 1000000000)
+					return -EINVAL;
+			}
+		}
+		if (utimensat(srv->procfd, nm, ts, 0))
+			return -errno;
+	}
+	return 0;
+}
+
+static int h_setattr(struct op *o)
+{
+	struct p9_fid *f = fid_get(o->s, o->m->u.tsetattr.fid);
+	int ret;
+
+	if (!f)
+		return -EBADF;
+	ret = do_setattr(o, f);
+	fid_put(o->s, f);
+	return ret;
+}
+
+static int open_flags(uint32_t p9, bool ro)
+{
+	int fl = p9 & P9_DOTL_ACCMODE;
+
+	if (fl == 3)
+		return -EINVAL;
+	if (ro && (fl != O_RDONLY || (p9 & P9_DOTL_TRUNC)))
+		return -EROFS;
+	if (p9 & P9_DOTL_TRUNC)
+		fl |= O_TRUNC;
+	if (p9 & P9_DOTL_APPEND)
+		fl |= O_APPEND;
+	if (p9 & P9_DOTL_DSYNC)
+		fl |= O_DSYNC;
+	if ((p9 & P9_DOTL_SYNC) == P9_DOTL_SYNC)
+		fl |= O_SYNC;
+	if (p9 & P9_DOTL_DIRECTORY)
+		fl |= O_DIRECTORY;
+	/* Never block a worker on a FIFO without a peer; ignored for
+	 * regular files. */
+	return fl | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+}
+
+static int take_open_slot(struct p9_session *s)
+{
+	if (atomic_fetch_add(&s->nopen, 1) >= s->srv->lim.max_open) {
+		atomic_fetch_sub(&s->nopen, 1);
+		return -EMFILE;
+	}
+	return 0;
+}
+
+static int h_lopen(struct op *o)
+{
+	struct p9_session *s = o->s;
+	struct p9_fid *f = fid_get(s, o->m->u.tlopen.fid);
+	struct stat st;
+	char nm[16];
+	int fl, fd, ret, expect = -1;
+
+	if (!f)
+		return -EBADF;
+	ret = node_stat(f->node, &st);
+	if (ret)
+		goto out;
+	ret = fl = open_flags(o->m->u.tlopen.flags, o->srv->ro);
+	if (ret < 0)
+		goto out;
+	if (S_ISLNK(st.st_mode)) {
+		ret = -ELOOP;
+		goto out;
+	}
+	/* Device nodes would reach host devices: never opened. */
+	if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
+		ret = -EACCES;
+		goto out;
+	}
+	ret = take_open_slot(s);
+	if (ret)
+		goto out;
+	proc_name(f->node->fd, nm);
+	fd = openat(o->srv->procfd, nm, fl);
+	if (fd < 0) {
+		ret = -errno;
+		atomic_fetch_sub(&s->nopen, 1);
+		goto out;
+	}
+	pthread_mutex_lock(&f->lock);
+	if (!atomic_compare_exchange_strong(&f->ofd, &expect, fd) ||
+	    atomic_load(&f->kind) != FID_PATH) {
+		pthread_mutex_unlock(&f->lock);
+		close(fd);
+		atomic_fetch_sub(&s->nopen, 1);
+		ret = -EBUSY;
+		goto out;
+	}
+	atomic_store(&f->kind, S_ISDIR(st.st_mode) ? FID_DIR : FID_FILE);
+	pthread_mutex_unlock(&f->lock);
+	make_qid(o->srv, &st, &o->r->u.ropen.qid);
+	o->r->u.ropen.iounit = 0;
+	ret = 0;
+out:
+	fid_put(s, f);
+	return ret;
+}
+
+static int h_lcreate(struct op *o)
+{
+	struct p9_session *s = o->s;
+	struct p9_server *srv = o->srv;
+	struct p9_fid *f = fid_get(s, o->m->u.tlcreate.fid);
+	char name[P9_NAME_MAX + 1], nm[16];
+	struct p9_node *node, *old;
+	uint32_t p9fl = o->m->u.tlcreate.flags;
+	bool created = true;
+	struct stat st;
+	int fl, fd, pfd, ret;
+
+	if (!f)
+		return -EBADF;
+	ret = check_name(&o->m->u.tlcreate.name, name);
+	if (ret)
+		goto out;
+	if (srv->ro) {
+		ret = -EROFS;
+		goto out;
+	}
+	ret = fl = open_flags(p9fl, false);
+	if (ret < 0)
+		goto out;
+	if (atomic_load(&f->ofd) >= 0 || atomic_load(&f->kind) != FID_PATH) {
+		ret = -EBUSY;
+		goto out;
+	}
+	if (!node_budget(srv)) {
+		ret = -EMFILE;
+		goto out;
+	}
+	ret = take_open_slot(s);
+	if (ret)
+		goto out;
+	/* O_EXCL first, to know whether the mode and owner are ours to set;
+	 * O_NOFOLLOW so an existing symlink is never opened through. */
+	fd = open_beneath(f->node->fd, name, fl | O_CREAT | O_EXCL | O_NOFOLLOW,
+			  o->m->u.tlcreate.mode & 07777);
+	if (fd == -EEXIST && !(p9fl & P9_DOTL_EXCL)) {
+		created = false;
+		fd = open_beneath(f->node->fd, name, fl | O_NOFOLLOW, 0);
+	}
+	if (fd < 0) {
+		ret = fd;
+		goto out_slot;
+	}
+	proc_name(fd, nm);
+	pfd = openat(srv->procfd, nm, O_PATH | O_CLOEXEC);
+	if (pfd < 0) {
+		ret = -errno;
+		close(fd);
+		goto out_slot;
+	}
+	if (created)
+		fix_owner_mode(s, pfd, f->uid, o->m->u.tlcreate.gid,
+			       o->m->u.tlcreate.mode, true);
+	if (fstat(pfd, &st)) {
+		ret = -errno;
+		close(fd);
+		close(pfd);
+		goto out_slot;
+	}
+	node = node_new(srv, pfd, f->node, name, strlen(name));
+	if (!node) {
+		ret = -ENOMEM;
+		close(fd);
+		close(pfd);
+		goto out_slot;
+	}
+	pthread_mutex_lock(&f->lock);
+	if (atomic_load(&f->ofd) >= 0 || atomic_load(&f->kind) != FID_PATH) {
+		/* A concurrent request on the same fid got there first. */
+		pthread_mutex_unlock(&f->lock);
+		node_put(srv, node);
+		close(fd);
+		ret = -EBUSY;
+		goto out_slot;
+	}
+	old = f->node;
+	f->node = node;
+	atomic_store(&f->ofd, fd);
+	atomic_store(&f->kind, FID_FILE);
+	pthread_mutex_unlock(&f->lock);
+	node_put(srv, old);
+	make_qid(srv, &st, &o->r->u.ropen.qid);
+	o->r->u.ropen.iounit = 0;
+	ret = 0;
+	goto out;
+out_slot:
+	atomic_fetch_sub(&s->nopen, 1);
+out:
+	fid_put(s, f);
+	return ret;
+}
+
+/* Common tail of mkdir, symlink, mknod: owner, mode and qid of the new
+ * object, looked up without following it. */
+static int new_object_qid(struct op *o, int dirfd, const char *name,
+			  uint32_t uid, uint32_t gid, uint32_t mode,
+			  bool set_mode, struct p9_qid *qid)
+{
+	struct stat st;
+	int fd = open_beneath(dirfd, name, O_PATH | O_NOFOLLOW, 0);
+
+	if (fd < 0)
+		return fd;
+	fix_owner_mode(o->s, fd, uid, gid, mode, set_mode);
+	if (fstat(fd, &st)) {
+		close(fd);
+		return -errno;
+	}
+	close(fd);
+	make_qid(o->srv, &st, qid);
+	return 0;
+}
+
+static int h_mkdir(struct op *o)
+{
+	struct p9_fid *f = fid_get(o->s, o->m->u.tmkdir.dfid);
+	char name[P9_NAME_MAX + 1];
+	uint32_t mode = o->m->u.tmkdir.mode & 07777;
+	int ret;
+
+	if (!f)
+		return -EBADF;
+	ret = check_name(&o->m->u.tmkdir.name, name);
+	if (!ret && o->srv->ro)
+		ret = -EROFS;
+	if (!ret && mkdirat(f->node->fd, name, mode))
+		ret = -errno;
+	if (!ret)
+		ret = new_object_qid(o, f->node->fd, name, f->uid,
+				     o->m->u.tmkdir.gid, mode, true,
+				     &o->r->u.rqid.qid);
+	fid_put(o->s, f);
+	return ret;
+}
+
+static int h_symlink(struct op *o)
+{
+	struct p9_fid *f = fid_get(o->s, o->m->u.tsymlink.fid);
+	const struct p9_str *t = &o->m->u.tsymlink.target;
+	char name[P9_NAME_MAX + 1], target[P9_TARGET_MAX + 1];
+	int ret;
+
+	if (!f)
+		return -EBADF;
+	ret = check_name(&o->m->u.tsymlink.name, name);
+	if (!ret && (!t->len || memchr(t->s, 0, t->len)))
+		ret = -EINVAL;
+	if (!ret && t->len > P9_TARGET_MAX)
+		ret = -ENAMETOOLONG;
+	if (!ret && o->srv->ro)
+		ret = -EROFS;
+	if (!ret) {
+		/* The target is stored as given: it is never followed by
+		 * the server, only read back by the client. */
+		memcpy(target, t->s, t->len);
+		target[t->len] = 0;
+		if (symlinkat(target, f->node->fd, name))
+			ret = -errno;
+	}
+	if (!ret)
+		ret = new_object_qid(o, f->node->fd, name, f->uid,
+				     o->m->u.tsymlink.gid, 0, false,
+				     &o->r->u.rqid.qid);
+	fid_put(o->s, f);
+	return ret;
+}
+
+static int h_mknod(struct op *o)
+{
+	struct p9_fid *f = fid_get(o->s, o->m->u.tmknod.dfid);
+	char name[P9_NAME_MAX + 1];
+	uint32_t mode = o->m->u.tmknod.mode;
+	int ret;
+
+	if (!f)
+		return -EBADF;
+	ret = check_name(&o->m->u.tmknod.name, name);
+	if (!ret && o->srv->ro)
+		ret = -EROFS;
+	/* Device nodes would give the guest host devices. */
+	if (!ret && !S_ISFIFO(mode) && !S_ISSOCK(mode) && !S_ISREG(mode))
+		ret = S_ISCHR(mode) || S_ISBLK(mode) ? -EPERM : -EINVAL;
+	if (!ret && mknodat(f->node->fd, name, mode & (S_IFMT | 07777), 0))
+		ret = -errno;
+	if (!ret)
+		ret = new_object_qid(o, f->node->fd, name, f->uid,
+				     o->m->u.tmknod.gid, mode, true,
+				     &o->r->u.rqid.qid);
+	fid_put(o->s, f);
+	return ret;
+}
+
+static int h_readlink(struct op *o)
+{
+	struct p9_fid *f = fid_get(o->s, o->m->u.tfid.fid);
+	/* The reply is encoded from this buffer before the handler's
+	 * caller returns: it lives in the op's reply scratch. */
+	static _Thread_local char buf[P9_TARGET_MAX + 1];
+	ssize_t n;
+
+	if (!f)
+		return -EBADF;
+	n = readlinkat(f->node->fd, "", buf, sizeof(buf));
+	fid_put(o->s, f);
+	if (n < 0)
+		return errno == ENOENT ? -EINVAL : -errno;
+	if (n > P9_TARGET_MAX)
+		return -ENAMETOOLONG;
+	o->r->u.rreadlink.target = (struct p9_str){ n, buf };
+	return 0;
+}
+
+static int h_link(struct op *o)
+{
+	struct p9_fid *d = fid_get(o->s, o->m->u.tlink.dfid);
+	struct p9_fid *f = fid_get(o->s, o->m->u.tlink.fid);
+	char name[P9_NAME_MAX + 1], nm[16];
+	int ret;
+
+	if (!d || !f) {
+		ret = -EBADF;
+		goto out;
+	}
+	ret = check_name(&o->m->u.tlink.name, name);
+	if (!ret && o->srv->ro)
+		ret = -EROFS;
+	if (!ret) {
+		/* Through /proc: linkat(AT_EMPTY_PATH) needs a capability
+		 * iovm should not need. */
+		proc_name(f->node->fd, nm);
+		if (linkat(o->srv->procfd, nm, d->node->fd, name,
+			   AT_SYMLINK_FOLLOW))
+			ret = -errno;
+	}
+out:
+	fid_put(o->s, d);
+	fid_put(o->s, f);
+	return ret;
+}
+
+static int h_rename(struct op *o)
+{
+	struct p9_fid *f = fid_get(o->s, o->m->u.trename.fid);
+	struct p9_fid *d = fid_get(o->s, o->m->u.trename.dfid);
+	char name[P9_NAME_MAX + 1];
+	int ret;
+
+	if (!d || !f) {
+		ret = -EBADF;
+		goto out;
+	}
+	ret = check_name(&o->m->u.trename.name, name);
+	if (!ret && o->srv->ro)
+		ret = -EROFS;
+	if (!ret && !f->node->parent)
+		ret = -EBUSY;	/* the export root */
+	if (!ret && renameat(f->node->parent->fd, f->node->name, d->node->fd,
+			     name))
+		ret = -errno;
+out:
+	fid_put(o->s, d);
+	fid_put(o->s, f);
+	return ret;
+}
+
+static int h_renameat(struct op *o)
+{
+	struct p9_fid *od = fid_get(o->s, o->m->u.trenameat.olddirfid);
+	struct p9_fid *nd = fid_get(o->s, o->m->u.trenameat.newdirfid);
+	char oldn[P9_NAME_MAX + 1], newn[P9_NAME_MAX + 1];
+	int ret;
+
+	if (!od || !nd) {
+		ret = -EBADF;
+		goto out;
+	}
+	ret = check_name(&o->m->u.trenameat.oldname, oldn);
+	if (!ret)
+		ret = check_name(&o->m->u.trenameat.newname, newn);
+	if (!ret && o->srv->ro)
+		ret = -EROFS;
+	if (!ret && renameat(od->node->fd, oldn, nd->node->fd, newn))
+		ret = -errno;
+out:
+	fid_put(o->s, od);
+	fid_put(o->s, nd);
+	return ret;
+}
+
+static int h_unlinkat(struct op *o)
+{
+	struct p9_fid *d = fid_get(o->s, o->m->u.tunlinkat.dfid);
+	uint32_t flags = o->m->u.tunlinkat.flags;
+	char name[P9_NAME_MAX + 1];
+	int ret;
+
+	if (!d)
+		return -EBADF;
+	ret = check_name(&o->m->u.tunlinkat.name, name);
+	if (!ret && (flags & ~P9_AT_REMOVEDIR))
+		ret = -EINVAL;
+	if (!ret && o->srv->ro)
+		ret = -EROFS;
+	if (!ret && unlinkat(d->node->fd, name,
+			     flags & P9_AT_REMOVEDIR ? AT_REMOVEDIR : 0))
+		ret = -errno;
+	fid_put(o->s, d);
+	return ret;
+}
+
+static int clunk_fid(struct p9_session *s, struct p9_fid *f)
+{
+	int ret = 0;
+
+	/* An xattr written through this fid is set when it is clunked. */
+	if (atomic_load(&f->kind) == FID_XATTR_WRITE) {
+		char path[40];
+
+		pthread_mutex_lock(&f->lock);
+		proc_path(f->node->fd, path, sizeof(path));
+		if (f->xcopied != f->xsize)
+			ret = -EINVAL;
+		else if (!f->xsize)
+			ret = removexattr(path, f->xname) ? -errno : 0;
+		else
+			ret = setxattr(path, f->xname, f->xbuf, f->xsize,
+				       f->xflags) ? -errno : 0;
+		atomic_store(&f->kind, FID_PATH);
+		pthread_mutex_unlock(&f->lock);
+	}
+	fid_put(s, f);
+	return ret;
+}
+
+static int h_clunk(struct op *o)
+{
+	struct p9_fid *f = fid_unlink(o->s, o->m->u.tfid.fid);
+
+	if (!f)
+		return -EBADF;
+	return clunk_fid(o->s, f);
+}
+
+static int h_remove(struct op *o)
+{
+	struct p9_fid *f = fid_unlink(o->s, o->m->u.tfid.fid);
+	struct stat st;
+	int ret;
+
+	if (!f)
+		return -EBADF;
+	if (o->srv->ro)
+		ret = -EROFS;
+	else if (!f->node->parent)
+		ret = -EBUSY;
+	else
+		ret = node_stat(f->node, &st);
+	if (!ret && unlinkat(f->node->parent->fd, f->node->name,
+			     S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0))
+		ret = -errno;
+	/* Tremove clunks the fid whatever the outcome. */
+	fid_put(o->s, f);
+	return ret;
+}
+
+static int h_statfs(struct op *o)
+{
+	struct p9_fid *f = fid_get(o->s, o->m->u.tfid.fid);
+	struct statfs sf;
+	int ret;
+
+	if (!f)
+		return -EBADF;
+	ret = fstatfs(f->node->fd, &sf) ? -errno : 0;
+	fid_put(o->s, f);
+	if (ret)
+		return ret;
+	o->r->u.rstatfs.type = sf.f_type;
+	o->r->u.rstatfs.bsize = sf.f_bsize;
+	o->r->u.rstatfs.blocks = sf.f_blocks;
+	o->r->u.rstatfs.bfree = sf.f_bfree;
+	o->r->u.rstatfs.bavail = sf.f_bavail;
+	o->r->u.rstatfs.files = sf.f_files;
+	o->r->u.rstatfs.ffree = sf.f_ffree;
+	o->r->u.rstatfs.fsid = (uint32_t)sf.f_fsid.__val[0] |
+			       (uint64_t)(uint32_t)sf.f_fsid.__val[1] << 32;
+	o->r->u.rstatfs.namelen = sf.f_namelen;
+	return 0;
+}
+
+/* Largest payload a reply may carry: msize and the reply buffers bound it. */
+static int payload_room(struct op *o, uint32_t count, uint32_t *room)
+{
+	uint32_t msize = atomic_load(&o->s->msize);
+
+	if (count > msize - P9_IOHDRSZ)
+		return -EINVAL;
+	if (o->out_len < P9_IOHDRSZ)
+		return -ENOBUFS;
+	*room = count;
+	if (*room > o->out_len - P9_IOHDRSZ)
+		*room = o->out_len - P9_IOHDRSZ;
+	return 0;
+}
+
+static int h_read(struct op *o)
+{
+	struct p9_fid *f = fid_get(o->s, o->m->u.tread.fid);
+	uint64_t off = o->m->u.tread.offset;
+	struct iov_window w;
+	uint32_t room;
+	ssize_t n;
+	int ret, kind, ofd;
+
+	if (!f)
+		return -EBADF;
+	ret = payload_room(o, o->m->u.tread.count, &room);
+	if (ret)
+		goto out;
+	kind = atomic_load(&f->kind);
+	if (kind == FID_XATTR_READ) {
+		pthread_mutex_lock(&f->lock);
+		n = 0;
+		if (off < f->xcopied) {
+			n = f->xcopied - off < room ? f->xcopied - off : room;
+			iov_copy(o->out, o->nout, P9_IOHDRSZ, f->xbuf + off, n,
+				 true);
+		}
+		pthread_mutex_unlock(&f->lock);
+	} else if (kind == FID_FILE) {
+		ofd = atomic_load(&f->ofd);
+		if (off > INT64_MAX) {
+			ret = -EINVAL;
+			goto out;
+		}
+		iov_window(o->out, o->nout, P9_IOHDRSZ, room, &w);
+		n = rw_iov(ofd, false, w.iov, w.n, off);
+		iov_window_restore(&w);
+		if (n < 0) {
+			ret = n;
+			goto out;
+		}
+	} else {
+		ret = kind == FID_DIR ? -EISDIR : -EBADF;
+		goto out;
+	}
+	o->r->u.rdata = (struct p9_data){ n, NULL };
+out:
+	fid_put(o->s, f);
+	return ret;
+}
+
+static int h_write(struct op *o)
+{
+	struct p9_fid *f = fid_get(o->s, o->m->u.twrite.fid);
+	uint64_t off = o->m->u.twrite.offset;
+	uint32_t count = o->m->u.twrite.d.count;
+	struct iov_window w;
+	ssize_t n;
+	int ret = 0, kind;
+
+	if (!f)
+		return -EBADF;
+	kind = atomic_load(&f->kind);
+	if (kind == FID_XATTR_WRITE) {
+		pthread_mutex_lock(&f->lock);
+		if (off != f->xcopied || count > f->xsize - f->xcopied) {
+			ret = -ENOSPC;
+		} else {
+			iov_copy(o->in, o->nin, P9_TWRITE_HDRSZ,
+				 f->xbuf + off, count, false);
+			f->xcopied += count;
+			n = count;
+		}
+		pthread_mutex_unlock(&f->lock);
+		if (ret)
+			goto out;
+	} else if (kind == FID_FILE) {
+		if (o->srv->ro) {
+			ret = -EROFS;
+			goto out;
+		}
+		if (off > INT64_MAX || count > INT64_MAX - off) {
+			ret = -EFBIG;
+			goto out;
+		}
+		iov_window(o->in, o->nin, P9_TWRITE_HDRSZ, count, &w);
+		n = rw_iov(atomic_load(&f->ofd), true, w.iov, w.n, off);
+		iov_window_restore(&w);
+		if (n < 0) {
+			ret = n;
+			goto out;
+		}
+	} else {
+		ret = kind == FID_DIR ? -EISDIR : -EBADF;
+		goto out;
+	}
+	o->r->u.rwrite.count = n;
+out:
+	fid_put(o->s, f);
+	return ret;
+}
+
+/* Writes dirents straight into the reply's iovecs after the header. */
+static int h_readdir(struct op *o)
+{
+	struct p9_fid *f = fid_get(o->s, o->m->u.tread.fid);
+	uint64_t off = o->m->u.tread.offset;
+	char dbuf[4096] __attribute__((aligned(8)));
+	uint32_t room, used = 0;
+	bool full = false;
+	int ret, fd;
+
+	if (!f)
+		return -EBADF;
+	ret = payload_room(o, o->m->u.tread.count, &room);
+	if (ret)
+		goto out;
+	if (atomic_load(&f->kind) != FID_DIR) {
+		ret = -ENOTDIR;
+		goto out;
+	}
+	fd = atomic_load(&f->ofd);
+	pthread_mutex_lock(&f->lock);
+	if (off > INT64_MAX || lseek(fd, off, SEEK_SET) < 0) {
+		ret = off > INT64_MAX ? -EINVAL : -errno;
+		goto unlock;
+	}
+	while (!full) {
+		long n = syscall(SYS_getdents64, fd, dbuf, sizeof(dbuf));
+
+		if (n < 0) {
+			ret = -errno;
+			break;
+		}
+		if (n == 0)
+			break;
+		for (long pos = 0; pos < n;) {
+			struct dirent64 *d = (struct dirent64 *)(dbuf + pos);
+			size_t nl = strlen(d->d_name);
+			uint8_t e[P9_QIDSZ + 8 + 1 + 2];
+			uint8_t qt = d->d_type == DT_DIR ? P9_QTDIR :
+				     d->d_type == DT_LNK ? P9_QTSYMLINK : P9_QTFILE;
+			uint64_t ino = d->d_ino, doff = d->d_off;
+
+			pos += d->d_reclen;
+			if (p9_dirent_size(nl) > room - used) {
+				full = true;
+				break;
+			}
+			e[0] = qt;
+			memset(e + 1, 0, 4);
+			for (int i = 0; i < 8; i++) {
+				e[5 + i] = ino >> (8 * i);
+				e[13 + i] = doff >> (8 * i);
+			}
+			e[21] = d->d_type;
+			e[22] = nl;
+			e[23] = nl >> 8;
+			iov_copy(o->out, o->nout, P9_IOHDRSZ + used, e,
+				 sizeof(e), true);
+			iov_copy(o->out, o->nout, P9_IOHDRSZ + used + sizeof(e),
+				 d->d_name, nl, true);
+			used += p9_dirent_size(nl);
+		}
+	}
+	/* An error after some entries still returns those entries; no
+	 * entry fitting at all would read as the end of the folder. */
+	if (ret && used)
+		ret = 0;
+	if (!ret && !used && full)
+		ret = -EINVAL;
+	o->r->u.rdata = (struct p9_data){ used, NULL };
+unlock:
+	pthread_mutex_unlock(&f->lock);
+out:
+	fid_put(o->s, f);
+	return ret;
+}
+
+static int h_fsync(struct op *o)
+{
+	struct p9_fid *f = fid_get(o->s, o->m->u.tfsync.fid);
+	int fd, ret;
+
+	if (!f)
+		return -EBADF;
+	fd = atomic_load(&f->ofd);
+	if (fd < 0)
+		ret = -EBADF;
+	else if (o->m->u.tfsync.datasync)
+		ret = fdatasync(fd) ? -errno : 0;
+	else
+		ret = fsync(fd) ? -errno : 0;
+	fid_put(o->s, f);
+	return ret;
+}
+
+static int lock_range(uint64_t start, uint64_t length, struct flock *fl)
+{
+	if (start > INT64_MAX || length > INT64_MAX ||
+	    (length && start > (uint64_t)INT64_MAX - length + 1))
+		return -EINVAL;
+	fl->l_whence = SEEK_SET;
+	fl->l_start = start;
+	fl->l_len = length;
+	fl->l_pid = 0;
+	return 0;
+}
+
+static int lock_type(uint8_t t)
+{
+	switch (t) {
+	case P9_LOCK_TYPE_RDLCK: return F_RDLCK;
+	case P9_LOCK_TYPE_WRLCK: return F_WRLCK;
+	case P9_LOCK_TYPE_UNLCK: return F_UNLCK;
+	default: return -EINVAL;
+	}
+}
+
+/* Locks are open-file-description locks on the fid's descriptor: one guest
+ * open file, one owner. The server never waits for a lock: a conflict is
+ * BLOCKED, and the client retries (so no worker is held hostage). */
+static int h_lock(struct op *o)
+{
+	struct p9_fid *f = fid_get(o->s, o->m->u.tlock.fid);
+	struct flock fl = { 0 };
+	int fd, t;
+
+	if (!f)
+		return -EBADF;
+	fd = atomic_load(&f->ofd);
+	t = lock_type(o->m->u.tlock.type);
+	o->r->u.rlock.status = P9_LOCK_ERROR;
+	if (fd >= 0 && t >= 0 &&
+	    !lock_range(o->m->u.tlock.start, o->m->u.tlock.length, &fl)) {
+		fl.l_type = t;
+		if (!fcntl(fd, F_OFD_SETLK, &fl))
+			o->r->u.rlock.status = P9_LOCK_SUCCESS;
+		else if (errno == EAGAIN || errno == EACCES)
+			o->r->u.rlock.status = P9_LOCK_BLOCKED;
+	}
+	fid_put(o->s, f);
+	return fd < 0 ? -EBADF : t < 0 ? -EINVAL : 0;
+}
+
+static int h_getlock(struct op *o)
+{
+	struct p9_fid *f = fid_get(o->s, o->m->u.getlock.fid);
+	struct flock fl = { 0 };
+	int fd, t, ret;
+
+	if (!f)
+		return -EBADF;
+	fd = atomic_load(&f->ofd);
+	t = lock_type(o->m->u.getlock.type);
+	ret = fd < 0 ? -EBADF : t < 0 || t == F_UNLCK ? -EINVAL : 0;
+	if (!ret)
+		ret = lock_range(o->m->u.getlock.start,
+				 o->m->u.getlock.length, &fl);
+	if (!ret) {
+		fl.l_type = t;
+		ret = fcntl(fd, F_OFD_GETLK, &fl) ? -errno : 0;
+	}
+	fid_put(o->s, f);
+	if (ret)
+		return ret;
+	o->r->u.getlock = o->m->u.getlock;
+	o->r->u.getlock.type = fl.l_type == F_RDLCK ? P9_LOCK_TYPE_RDLCK :
+			       fl.l_type == F_WRLCK ? P9_LOCK_TYPE_WRLCK :
+			       P9_LOCK_TYPE_UNLCK;
+	if (fl.l_type != F_UNLCK) {
+		o->r->u.getlock.start = fl.l_start;
+		o->r->u.getlock.length = fl.l_len;
+		/* OFD locks have no owning process. */
+		o->r->u.getlock.proc_id = fl.l_pid > 0 ? fl.l_pid : 0;
+	}
+	return 0;
+}
+
+static int xattr_name(const struct p9_str *n, char *buf, bool allow_empty)
+{
+	if (!n->len && !allow_empty)
+		return -EINVAL;
+	if (n->len > XATTR_NAME_MAX)
+		return -ERANGE;
+	if (memchr(n->s, 0, n->len))
+		return -EINVAL;
+	memcpy(buf, n->s, n->len);
+	buf[n->len] = 0;
+	return 0;
+}
+
+static int xattr_reserve(struct p9_session *s, size_t size)
+{
+	if (atomic_fetch_add(&s->xattr_bytes, size) + size >
+	    s->srv->lim.xattr_budget) {
+		atomic_fetch_sub(&s->xattr_bytes, size);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static int h_xattrwalk(struct op *o)
+{
+	struct p9_session *s = o->s;
+	struct p9_fid *f = fid_get(s, o->m->u.txattrwalk.fid), *nf;
+	uint32_t newfid = o->m->u.txattrwalk.newfid;
+	char name[XATTR_NAME_MAX + 1], path[40];
+	uint8_t *buf = NULL;
+	size_t reserved = 0;
+	ssize_t n;
+	int ret;
+
+	if (!f)
+		return -EBADF;
+	ret = xattr_name(&o->m->u.txattrwalk.name, name, true);
+	if (ret)
+		goto out;
+	proc_path(f->node->fd, path, sizeof(path));
+	/* Size first, then the value, so only the real size is held; a
+	 * value that grows in between fails with ERANGE. */
+	n = name[0] ? getxattr(path, name, NULL, 0) : listxattr(path, NULL, 0);
+	if (n < 0) {
+		ret = -errno;
+		goto out;
+	}
+	if (n > XATTR_MAX) {
+		ret = -E2BIG;
+		goto out;
+	}
+	ret = xattr_reserve(s, n);
+	if (ret)
+		goto out;
+	reserved = n;
+	if (n) {
+		buf = malloc(n);
+		if (!buf) {
+			ret = -ENOMEM;
+			goto out_budget;
+		}
+		n = name[0] ? getxattr(path, name, buf, reserved) :
+			      listxattr(path, (char *)buf, reserved);
+		if (n < 0) {
+			ret = -errno;
+			goto out_budget;
+		}
+	}
+	node_get(f->node);
+	ret = fid_add(s, newfid, f->node, f->uid);
+	if (ret) {
+		node_put(o->srv, f->node);
+		goto out_budget;
+	}
+	nf = fid_get(s, newfid);
+	if (!nf) {	/* clunked by a concurrent request already */
+		ret = -EBADF;
+		goto out_budget;
+	}
+	pthread_mutex_lock(&nf->lock);
+	nf->xbuf = buf;
+	nf->xsize = reserved;	/* the budget held; n <= reserved */
+	nf->xcopied = n;
+	atomic_store(&nf->kind, FID_XATTR_READ);
+	pthread_mutex_unlock(&nf->lock);
+	fid_put(s, nf);
+	o->r->u.rxattrwalk.size = n;
+	fid_put(s, f);
+	return 0;
+out_budget:
+	free(buf);
+	atomic_fetch_sub(&s->xattr_bytes, reserved);
+out:
+	fid_put(s, f);
+	return ret;
+}
+
+/* Only the user namespace and POSIX ACLs may be set: security.* and
+ * trusted.* would let the guest grant host capabilities or labels. */
+static bool xattr_settable(const char *name)
+{
+	return !strncmp(name, "user.", 5) ||
+	       !strcmp(name, "system.posix_acl_access") ||
+	       !strcmp(name, "system.posix_acl_default");
+}
+
+static int h_xattrcreate(struct op *o)
+{
+	struct p9_session *s = o->s;
+	struct p9_fid *f = fid_get(s, o->m->u.txattrcreate.fid);
+	uint64_t size = o->m->u.txattrcreate.size;
+	uint32_t flags = o->m->u.txattrcreate.flags;
+	char name[XATTR_NAME_MAX + 1];
+	int ret;
+
+	if (!f)
+		return -EBADF;
+	ret = xattr_name(&o->m->u.txattrcreate.name, name, false);
+	if (!ret && o->srv->ro)
+		ret = -EROFS;
+	if (!ret && !xattr_settable(name))
+		ret = -EOPNOTSUPP;
+	if (!ret && (flags & ~(uint32_t)(XATTR_CREATE | XATTR_REPLACE)))
+		ret = -EINVAL;
+	if (!ret && size > XATTR_MAX)
+		ret = -E2BIG;
+	if (ret)
+		goto out;
+	pthread_mutex_lock(&f->lock);
+	if (atomic_load(&f->kind) != FID_PATH || atomic_load(&f->ofd) >= 0) {
+		ret = -EBUSY;
+	} else if (!(ret = xattr_reserve(s, size))) {
+		f->xbuf = size ? malloc(size) : NULL;
+		f->xname = strdup(name);
+		if ((size && !f->xbuf) || !f->xname) {
+			free(f->xbuf);
+			free(f->xname);
+			f->xbuf = NULL;
+			f->xname = NULL;
+			atomic_fetch_sub(&s->xattr_bytes, size);
+			ret = -ENOMEM;
+		} else {
+			f->xsize = size;
+			f->xcopied = 0;
+			f->xflags = flags;
+			atomic_store(&f->kind, FID_XATTR_WRITE);
+		}
+	}
+	pthread_mutex_unlock(&f->lock);
+out:
+	fid_put(s, f);
+	return ret;
+}
+
+static int h_flush(struct op *o)
+{
+	struct p9_session *s = o->s;
+	uint16_t oldtag = o->m->u.tflush.oldtag;
+	uint64_t myseq = o->req->seq;
+
+	/* The flushed request is answered before Rflush: wait until every
+	 * older request with that tag has been delivered. Requests never
+	 * block indefinitely (locks do not wait, FIFOs open non-blocking),
+	 * so this wait is bounded. */
+	pthread_mutex_lock(&s->lock);
+	for (;;) {
+		struct p9_req *r;
+		bool found = false;
+
+		for (r = s->pending.next; r != &s->pending; r = r->next)
+			if (r->tag == oldtag && r->seq < myseq && r != o->req) {
+				found = true;
+				break;
+			}
+		if (!found)
+			break;
+		pthread_cond_wait(&s->done_cond, &s->lock);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+static int dispatch(struct op *o)
+{
+	switch (o->m->type) {
+	case P9_TVERSION: return h_version(o);
+	case P9_TAUTH: return -EOPNOTSUPP;	/* 9P has no auth here */
+	case P9_TATTACH: return h_attach(o);
+	case P9_TFLUSH: return h_flush(o);
+	case P9_TWALK: return h_walk(o);
+	case P9_TLOPEN: return h_lopen(o);
+	case P9_TLCREATE: return h_lcreate(o);
+	case P9_TREAD: return h_read(o);
+	case P9_TWRITE: return h_write(o);
+	case P9_TCLUNK: return h_clunk(o);
+	case P9_TREMOVE: return h_remove(o);
+	case P9_TGETATTR: return h_getattr(o);
+	case P9_TSETATTR: return h_setattr(o);
+	case P9_TREADDIR: return h_readdir(o);
+	case P9_TMKDIR: return h_mkdir(o);
+	case P9_TMKNOD: return h_mknod(o);
+	case P9_TSYMLINK: return h_symlink(o);
+	case P9_TREADLINK: return h_readlink(o);
+	case P9_TLINK: return h_link(o);
+	case P9_TRENAME: return h_rename(o);
+	case P9_TRENAMEAT: return h_renameat(o);
+	case P9_TUNLINKAT: return h_unlinkat(o);
+	case P9_TSTATFS: return h_statfs(o);
+	case P9_TFSYNC: return h_fsync(o);
+	case P9_TLOCK: return h_lock(o);
+	case P9_TGETLOCK: return h_getlock(o);
+	case P9_TXATTRWALK: return h_xattrwalk(o);
+	case P9_TXATTRCREATE: return h_xattrcreate(o);
+	default: return -EOPNOTSUPP;
+	}
+}
+
+static size_t reply_error(struct op *o, uint16_t tag, int err)
+{
+	uint8_t b[11];
+	struct p9_msg e = { .type = P9_RLERROR, .tag = tag };
+
+	e.u.rlerror.ecode = -err;
+	if (o->out_len < sizeof(b))
+		return 0;
+	p9_encode(&e, b, sizeof(b));
+	iov_copy(o->out, o->nout, 0, b, sizeof(b), true);
+	return sizeof(b);
+}
+
+/* Encodes the reply (without payload) into the head of out. */
+static size_t reply_send(struct op *o, uint16_t tag)
+{
+	uint8_t small[REPLY_BUF], *b = small;
+	size_t need = REPLY_BUF;
+	int len;
+
+	o->r->tag = tag;
+	if (o->r->type == P9_RREADLINK)
+		need += o->r->u.rreadlink.target.len;
+	else if (o->r->type == P9_RGETLOCK)
+		need += o->r->u.getlock.client_id.len;
+	if (need > REPLY_BUF) {
+		b = malloc(need);
+		if (!b)
+			return reply_error(o, tag, -ENOMEM);
+	}
+	len = p9_encode(o->r, b, need);
+	if (len >= 0 && p9_get32(b) > o->out_len)
+		len = -ERANGE;	/* the client gave too little room */
+	if (len >= 0)
+		iov_copy(o->out, o->nout, 0, b, len, true);
+	if (b != small)
+		free(b);
+	if (len < 0)
+		return reply_error(o, tag, len == -ENOSPC ? -ERANGE : len);
+	if (o->r->type == P9_RREAD || o->r->type == P9_RREADDIR)
+		return len + o->r->u.rdata.count;
+	return len;
+}
+
+size_t p9_handle(struct p9_session *s, struct p9_req *r, struct iovec *in,
+		 unsigned int nin, struct iovec *out, unsigned int nout)
+{
+	struct p9_msg m, reply;
+	struct op o = {
+		.s = s, .srv = s->srv, .m = &m, .r = &reply, .in = in,
+		.nin = nin, .out = out, .nout = nout, .req = r,
+	};
+	uint8_t hdr[P9_HDRSZ], *buf = r->small;
+	size_t in_len = iov_total(in, nin), copy;
+	uint32_t size, msize = p9_session_msize(s);
+	uint16_t tag = P9_NOTAG;
+	size_t ret;
+	int err;
+
+	o.out_len = iov_total(out, nout);
+	if (iov_copy(in, nin, 0, hdr, sizeof(hdr), false) < sizeof(hdr))
+		return reply_error(&o, tag, -EPROTO);
+	size = p9_get32(hdr);
+	m.type = hdr[4];
+	tag = p9_get16(hdr + 5);
+	if (!r->tracked)
+		return reply_error(&o, tag, -ENOMEM);	/* too many in flight */
+	if (size != in_len)
+		return reply_error(&o, tag, -EPROTO);
+	if (size > msize)
+		return reply_error(&o, tag, -EMSGSIZE);
+	/* Only the fixed header of a Twrite is copied; its payload stays in
+	 * the iovecs until pwritev. Other requests are small by nature. */
+	copy = m.type == P9_TWRITE ? (size < P9_TWRITE_HDRSZ ? size : P9_TWRITE_HDRSZ) : size;
+	if (copy > P9_SMALL_MAX)
+		return reply_error(&o, tag, -EPROTO);
+	if (copy > sizeof(r->small)) {
+		buf = malloc(copy);
+		if (!buf)
+			return reply_error(&o, tag, -ENOMEM);
+	}
+	iov_copy(in, nin, 0, buf, copy, false);
+	err = p9_decode(buf, copy, m.type == P9_TWRITE, &m);
+	if (!err && (m.type & 1))
+		err = -EOPNOTSUPP;	/* R-messages are not requests */
+	if (!err && m.type != P9_TVERSION &&
+	    atomic_load(&s->msize) == 0)
+		err = -EPROTO;
+	memset(&reply, 0, offsetof(struct p9_msg, u));
+	reply.type = m.type + 1;
+	if (!err)
+		err = dispatch(&o);
+	ret = err ? reply_error(&o, tag, err) : reply_send(&o, tag);
+	if (buf != r->small)
+		free(buf);
+	return ret;
+}
+
+void p9_req_begin(struct p9_session *s, struct p9_req *r,
+		  const struct iovec *in, unsigned int nin)
+{
+	uint8_t hdr[P9_HDRSZ];
+
+	r->tag = P9_NOTAG;
+	if (iov_copy(in, nin, 0, hdr, sizeof(hdr), false) == sizeof(hdr))
+		r->tag = p9_get16(hdr + 5);
+	pthread_mutex_lock(&s->lock);
+	r->tracked = s->npending < s->srv->lim.max_pending;
+	if (r->tracked) {
+		r->seq = ++s->seq;
+		r->next = &s->pending;
+		r->prev = s->pending.prev;
+		s->pending.prev->next = r;
+		s->pending.prev = r;
+		s->npending++;
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+void p9_req_end(struct p9_session *s, struct p9_req *r)
+{
+	if (!r->tracked)
+		return;
+	pthread_mutex_lock(&s->lock);
+	r->prev->next = r->next;
+	r->next->prev = r->prev;
+	s->npending--;
+	r->tracked = false;
+	pthread_cond_broadcast(&s->done_cond);
+	pthread_mutex_unlock(&s->lock);
+}
+
+size_t p9_call(struct p9_session *s, struct iovec *in, unsigned int nin,
+	       struct iovec *out, unsigned int nout)
+{
+	struct p9_req r;
+	size_t len;
+
+	p9_req_begin(s, &r, in, nin);
+	len = p9_handle(s, &r, in, nin, out, nout);
+	p9_req_end(s, &r);
+	return len;
+}
+
+/* ---------- sessions and server ---------- */
+
+struct p9_session *p9_session_new(struct p9_server *srv)
+{
+	struct p9_session *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->srv = srv;
+	s->nbuckets = 64;
+	s->buckets = calloc(s->nbuckets, sizeof(*s->buckets));
+	if (!s->buckets) {
+		free(s);
+		return NULL;
+	}
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->done_cond, NULL);
+	s->pending.next = s->pending.prev = &s->pending;
+	atomic_init(&s->msize, 0);
+	return s;
+}
+
+void p9_session_free(struct p9_session *s)
+{
+	if (!s)
+		return;
+	fid_clear_all(s);
+	free(s->buckets);
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->done_cond);
+	free(s);
+}
+
+uint32_t p9_session_msize(struct p9_session *s)
+{
+	uint32_t m = atomic_load(&s->msize);
+
+	return m ? m : s->srv->msize;
+}
+
+void p9_session_stats(struct p9_session *s, struct p9_stats *st)
+{
+	pthread_mutex_lock(&s->lock);
+	st->fids = s->nfids;
+	st->pending = s->npending;
+	pthread_mutex_unlock(&s->lock);
+	st->open = atomic_load(&s->nopen);
+	st->nodes = atomic_load(&s->srv->nodes);
+}
+
+int p9_server_open(const struct p9_server_cfg *cfg, struct p9_server **out,
+		   char *err, size_t errlen)
+{
+	struct p9_server *srv;
+	struct open_how how = { .flags = O_PATH | O_CLOEXEC,
+				.resolve = RESOLVE_FLAGS };
+	struct stat st;
+	int fd, probe;
+
+	fd = open(cfg->path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+
+		snprintf(err, errlen, "share %s: %s", cfg->path, strerror(e));
+		return -e;
+	}
+	probe = syscall(SYS_openat2, fd, ".", &how, sizeof(how));
+	if (probe < 0) {
+		int e = errno;
+
+		close(fd);
+		snprintf(err, errlen, e == ENOSYS ?
+			 "share %s: this kernel lacks openat2 (Linux >= 5.6 needed to confine the share)" :
+			 "share %s: openat2 failed: %s", cfg->path, strerror(e));
+		return -e;
+	}
+	close(probe);
+	if (fstat(fd, &st)) {
+		int e = errno;
+
+		close(fd);
+		snprintf(err, errlen, "share %s: %s", cfg->path, strerror(e));
+		return -e;
+	}
+	srv = calloc(1, sizeof(*srv));
+	if (!srv) {
+		close(fd);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	srv->procfd = open("/proc/self/fd", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (srv->procfd < 0) {
+		int e = errno;
+
+		close(fd);
+		free(srv);
+		snprintf(err, errlen, "share %s: /proc/self/fd: %s (is /proc mounted?)",
+			 cfg->path, strerror(e));
+		return -e;
+	}
+	srv->root = node_new(srv, fd, NULL, "", 0);
+	if (!srv->root) {
+		close(fd);
+		close(srv->procfd);
+		free(srv);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	srv->root_dev = st.st_dev;
+	srv->ro = cfg->ro;
+	srv->is_root = geteuid() == 0;
+	srv->msize = cfg->msize ? cfg->msize : (4u << 20);
+	if (srv->msize < P9_MIN_MSIZE)
+		srv->msize = P9_MIN_MSIZE;
+	srv->lim = cfg->lim;
+	if (!srv->lim.max_fids)
+		srv->lim.max_fids = 65536;
+	if (!srv->lim.max_open)
+		srv->lim.max_open = 4096;
+	if (!srv->lim.max_pending)
+		srv->lim.max_pending = 1024;
+	if (!srv->lim.max_nodes)
+		srv->lim.max_nodes = 16384;
+	if (!srv->lim.xattr_budget)
+		srv->lim.xattr_budget = 1u << 20;
+	*out = srv;
+	return 0;
+}
+
+void p9_server_close(struct p9_server *srv)
+{
+	if (!srv)
+		return;
+	node_put(srv, srv->root);
+	close(srv->procfd);
+	free(srv);
+}

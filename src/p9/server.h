@@ -1,0 +1,84 @@
+/* 9P2000.L server for one host folder. A transport (virtio-9p queue, stream
+ * socket) owns a session per mount/connection and hands each request to the
+ * server as scatter-gather buffers: the request's readable iovecs and the
+ * reply's writable iovecs. Read, write and readdir payloads move straight
+ * between the host file and those iovecs. Every call is thread-safe, so a
+ * transport may serve one session's requests on several threads. */
+#ifndef IOVM_P9_SERVER_H
+#define IOVM_P9_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+struct p9_server;
+struct p9_session;
+
+struct p9_limits {
+	uint32_t max_fids;	/* fids per session */
+	uint32_t max_open;	/* opened fids (files, dirs) per session */
+	uint32_t max_pending;	/* requests in flight per session */
+	uint32_t max_nodes;	/* host O_PATH descriptors per server */
+	uint32_t xattr_budget;	/* bytes of xattr values held per session */
+};
+
+struct p9_server_cfg {
+	const char *path;	/* the exported folder */
+	bool ro;
+	uint32_t msize;		/* largest msize accepted */
+	struct p9_limits lim;	/* zero fields take defaults */
+};
+
+/* Opens the export. On failure returns -errno and writes a one-line reason
+ * to err (openat2 missing, folder not found, no /proc). */
+int p9_server_open(const struct p9_server_cfg *cfg, struct p9_server **out,
+		   char *err, size_t errlen);
+void p9_server_close(struct p9_server *srv);
+
+struct p9_session *p9_session_new(struct p9_server *srv);
+/* Clunks every fid; no request may be in flight. */
+void p9_session_free(struct p9_session *s);
+/* Negotiated msize (the server's limit until Tversion). */
+uint32_t p9_session_msize(struct p9_session *s);
+
+/* Per-request state owned by the transport (embed it in the transport's
+ * request slot): links the request into the session's in-flight list so
+ * Tflush can wait for it. */
+struct p9_req {
+	struct p9_req *prev, *next;
+	uint64_t seq;
+	uint16_t tag;
+	bool tracked;		/* counted in the in-flight list */
+	uint8_t small[128];	/* decode buffer for small requests */
+};
+
+/* Called in arrival order, on the thread that receives requests, before
+ * the request is handed to a worker: registers it as in flight. */
+void p9_req_begin(struct p9_session *s, struct p9_req *r,
+		  const struct iovec *in, unsigned int nin);
+
+/* Serves the request in in[0..nin) (the whole message, size[4] first) and
+ * writes the reply into out[0..nout). The arrays themselves may be
+ * modified (not the memory they describe). Returns the reply length, or 0
+ * when out cannot hold even an Rlerror. */
+size_t p9_handle(struct p9_session *s, struct p9_req *r, struct iovec *in,
+		 unsigned int nin, struct iovec *out, unsigned int nout);
+
+/* Called once the reply has been delivered (pushed, sent). */
+void p9_req_end(struct p9_session *s, struct p9_req *r);
+
+/* begin + handle + end, for serial callers (tests, fuzzers). */
+size_t p9_call(struct p9_session *s, struct iovec *in, unsigned int nin,
+	       struct iovec *out, unsigned int nout);
+
+/* Counters, for tests and statistics. */
+struct p9_stats {
+	uint32_t fids;
+	uint32_t open;
+	uint32_t pending;
+	uint32_t nodes;		/* server-wide */
+};
+void p9_session_stats(struct p9_session *s, struct p9_stats *st);
+
+#endif

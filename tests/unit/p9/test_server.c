@@ -1,0 +1,1095 @@
+/* 9P2000.L server driven through p9_call against a temporary folder: every
+ * message, hostile requests, confinement, limits, scatter-gather requests
+ * of the full msize, and the memory a small request costs. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "p9c.h"
+
+/* ---- heap accounting: the test binary links with --wrap=malloc etc. ---- */
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t m);
+void *__real_realloc(void *p, size_t n);
+static _Thread_local bool counting;
+static _Thread_local size_t counted;
+
+void *__wrap_malloc(size_t n)
+{
+	if (counting)
+		counted += n;
+	return __real_malloc(n);
+}
+
+void *__wrap_calloc(size_t n, size_t m)
+{
+	if (counting)
+		counted += n * m;
+	return __real_calloc(n, m);
+}
+
+void *__wrap_realloc(void *p, size_t n)
+{
+	if (counting)
+		counted += n;
+	return __real_realloc(p, n);
+}
+
+struct env {
+	char dir[64];		/* parent: holds "share" and "outside" */
+	char share[96];
+	struct p9_server *srv;
+	struct p9c c;
+};
+
+static int at(struct env *e, const char *rel, char *buf, size_t len)
+{
+	return snprintf(buf, len, "%s/%s", e->share, rel);
+}
+
+static void start(struct env *e, bool ro, uint32_t msize,
+		  const struct p9_limits *lim)
+{
+	struct p9_server_cfg cfg = { .path = e->share, .ro = ro,
+				     .msize = msize };
+	char err[256];
+
+	if (lim)
+		cfg.lim = *lim;
+	assert_int_equal(p9_server_open(&cfg, &e->srv, err, sizeof(err)), 0);
+	e->c.s = p9_session_new(e->srv);
+	assert_non_null(e->c.s);
+	e->c.outsz = msize + 64;
+	e->c.out = malloc(e->c.outsz);
+	assert_int_equal(p9c_version(&e->c, msize), 0);
+	assert_int_equal(e->c.r.u.version.msize, msize);
+	assert_int_equal(p9c_attach(&e->c, 0), 0);
+}
+
+static void stop(struct env *e)
+{
+	p9_session_free(e->c.s);
+	e->c.s = NULL;
+	p9_server_close(e->srv);
+	e->srv = NULL;
+	free(e->c.out);
+}
+
+static int setup(void **state)
+{
+	struct env *e = calloc(1, sizeof(*e));
+	char p[256];
+
+	strcpy(e->dir, "/tmp/p9test.XXXXXX");
+	if (!mkdtemp(e->dir))
+		return -1;
+	snprintf(e->share, sizeof(e->share), "%s/share", e->dir);
+	mkdir(e->share, 0755);
+	snprintf(p, sizeof(p), "%s/outside", e->dir);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/outside/secret", e->dir);
+	close(open(p, O_CREAT | O_WRONLY, 0644));
+	*state = e;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct env *e = *state;
+	char cmd[128];
+
+	if (e->srv)
+		stop(e);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", e->dir);
+	if (system(cmd))
+		return -1;
+	free(e);
+	return 0;
+}
+
+static void test_basic_file_ops(void **state)
+{
+	struct env *e = *state;
+	struct p9c *c = &e->c;
+	char p[256], buf[64];
+	struct stat st;
+
+	start(e, false, 1u << 20, NULL);
+	/* lcreate turns fid 1 (a clone of the root) into the new file */
+	assert_int_equal(p9c_walk(c, 0, 1, ""), 0);
+	assert_int_equal(p9c_lcreate(c, 1, "a.txt", O_RDWR | O_CREAT, 0640), 0);
+	assert_int_equal(c->r.u.ropen.qid.type, P9_QTFILE);
+	assert_int_equal(p9c_write(c, 1, 0, "hello world", 11), 0);
+	assert_int_equal(c->r.u.rwrite.count, 11);
+	assert_int_equal(p9c_read(c, 1, 6, 100), 0);
+	assert_int_equal(c->r.u.rdata.count, 5);
+	assert_memory_equal(c->r.u.rdata.data, "world", 5);
+	assert_int_equal(p9c_read(c, 1, 11, 100), 0);
+	assert_int_equal(c->r.u.rdata.count, 0);
+	at(e, "a.txt", p, sizeof(p));
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0640);	/* exact mode, no umask */
+	assert_int_equal(st.st_uid, geteuid());
+	assert_int_equal(st.st_size, 11);
+
+	/* getattr, setattr */
+	assert_int_equal(p9c_getattr(c, 1), 0);
+	assert_int_equal(c->r.u.rgetattr.a.size, 11);
+	assert_int_equal(c->r.u.rgetattr.a.mode, 0100640);
+	assert_int_equal(c->r.u.rgetattr.qid.path, st.st_ino);
+	{
+		struct p9_msg t = { .type = P9_TSETATTR };
+
+		t.u.tsetattr.fid = 1;
+		t.u.tsetattr.valid = P9_SETATTR_MODE | P9_SETATTR_SIZE |
+				     P9_SETATTR_MTIME | P9_SETATTR_MTIME_SET |
+				     P9_SETATTR_ATIME | P9_SETATTR_ATIME_SET;
+		t.u.tsetattr.mode = 0600;
+		t.u.tsetattr.size = 5;
+		t.u.tsetattr.mtime_sec = 1000000000;
+		t.u.tsetattr.atime_sec = 1000000001;
+		assert_int_equal(p9c_rpc(c, &t), 0);
+		assert_int_equal(stat(p, &st), 0);
+		assert_int_equal(st.st_mode & 07777, 0600);
+		assert_int_equal(st.st_size, 5);
+		assert_int_equal(st.st_mtime, 1000000000);
+		assert_int_equal(st.st_atime, 1000000001);
+		t.u.tsetattr.valid = P9_SETATTR_UID | P9_SETATTR_GID;
+		t.u.tsetattr.uid = geteuid() ? geteuid() : 1234;
+		t.u.tsetattr.gid = geteuid() ? getegid() : 4321;
+		assert_int_equal(p9c_rpc(c, &t), 0);
+		assert_int_equal(stat(p, &st), 0);
+		assert_int_equal(st.st_uid, t.u.tsetattr.uid);
+		assert_int_equal(st.st_gid, t.u.tsetattr.gid);
+		t.u.tsetattr.valid = P9_SETATTR_MTIME | P9_SETATTR_MTIME_SET;
+		t.u.tsetattr.mtime_nsec = 1000000000;
+		assert_int_equal(p9c_rpc(c, &t), -EINVAL);
+	}
+	/* fsync, statfs */
+	{
+		struct p9_msg t = { .type = P9_TFSYNC };
+
+		t.u.tfsync.fid = 1;
+		assert_int_equal(p9c_rpc(c, &t), 0);
+		t.u.tfsync.datasync = 1;
+		assert_int_equal(p9c_rpc(c, &t), 0);
+	}
+	assert_int_equal(p9c_fidop(c, P9_TSTATFS, 0), 0);
+	assert_int_equal(c->r.u.rstatfs.namelen, 255);
+	assert_true(c->r.u.rstatfs.bsize > 0);
+	assert_int_equal(p9c_fidop(c, P9_TCLUNK, 1), 0);
+	assert_int_equal(p9c_fidop(c, P9_TCLUNK, 1), -EBADF);
+
+	/* lopen an existing file read-only, write refused by the kernel */
+	assert_int_equal(p9c_walk(c, 0, 2, "a.txt"), 0);
+	assert_int_equal(p9c_lopen(c, 2, O_RDONLY), 0);
+	assert_int_equal(p9c_read(c, 2, 0, 5), 0);
+	assert_memory_equal(c->r.u.rdata.data, "hello", 5);
+	assert_int_equal(p9c_write(c, 2, 0, "x", 1), -EBADF);
+	assert_int_equal(p9c_lopen(c, 2, O_RDONLY), -EBUSY);
+
+	/* append */
+	assert_int_equal(p9c_walk(c, 0, 3, "a.txt"), 0);
+	assert_int_equal(p9c_lopen(c, 3, O_WRONLY | O_APPEND), 0);
+	assert_int_equal(p9c_write(c, 3, 5, "!!", 2), 0);
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_size, 7);
+
+	/* mkdir, symlink, readlink, link, mknod */
+	assert_int_equal(p9c_mkdir(c, 0, "d", 0750), 0);
+	assert_int_equal(c->r.u.rqid.qid.type, P9_QTDIR);
+	at(e, "d", p, sizeof(p));
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0750);
+	assert_int_equal(p9c_symlink(c, 0, "sl", "a.txt"), 0);
+	assert_int_equal(c->r.u.rqid.qid.type, P9_QTSYMLINK);
+	assert_int_equal(p9c_walk(c, 0, 4, "sl"), 0);
+	assert_int_equal(p9c_fidop(c, P9_TREADLINK, 4), 0);
+	assert_int_equal(c->r.u.rreadlink.target.len, 5);
+	assert_memory_equal(c->r.u.rreadlink.target.s, "a.txt", 5);
+	assert_int_equal(p9c_fidop(c, P9_TREADLINK, 2), -EINVAL);
+	{
+		struct p9_msg t = { .type = P9_TLINK };
+
+		t.u.tlink.dfid = 0;
+		t.u.tlink.fid = 2;
+		t.u.tlink.name = S("hard");
+		assert_int_equal(p9c_rpc(c, &t), 0);
+		at(e, "hard", p, sizeof(p));
+		assert_int_equal(stat(p, &st), 0);
+		assert_int_equal(st.st_nlink, 2);
+	}
+	{
+		struct p9_msg t = { .type = P9_TMKNOD };
+
+		t.u.tmknod.dfid = 0;
+		t.u.tmknod.name = S("fifo");
+		t.u.tmknod.mode = S_IFIFO | 0600;
+		assert_int_equal(p9c_rpc(c, &t), 0);
+		at(e, "fifo", p, sizeof(p));
+		assert_int_equal(stat(p, &st), 0);
+		assert_true(S_ISFIFO(st.st_mode));
+		/* a FIFO opens without waiting for a peer */
+		assert_int_equal(p9c_walk(c, 0, 5, "fifo"), 0);
+		assert_int_equal(p9c_lopen(c, 5, O_RDONLY), 0);
+		assert_int_equal(p9c_fidop(c, P9_TCLUNK, 5), 0);
+		/* device nodes are refused */
+		t.u.tmknod.name = S("dev");
+		t.u.tmknod.mode = S_IFCHR | 0600;
+		t.u.tmknod.major = 1;
+		t.u.tmknod.minor = 3;
+		assert_int_equal(p9c_rpc(c, &t), -EPERM);
+	}
+
+	/* renameat, rename, unlinkat, remove */
+	assert_int_equal(p9c_walk(c, 0, 6, "d"), 0);
+	assert_int_equal(p9c_renameat(c, 0, "hard", 6, "moved"), 0);
+	at(e, "d/moved", p, sizeof(p));
+	assert_int_equal(stat(p, &st), 0);
+	{
+		struct p9_msg t = { .type = P9_TRENAME };
+
+		assert_int_equal(p9c_walk(c, 0, 7, "d/moved"), 0);
+		t.u.trename.fid = 7;
+		t.u.trename.dfid = 0;
+		t.u.trename.name = S("back");
+		assert_int_equal(p9c_rpc(c, &t), 0);
+		at(e, "back", p, sizeof(p));
+		assert_int_equal(stat(p, &st), 0);
+		t.u.trename.fid = 0;	/* the root cannot move */
+		assert_int_equal(p9c_rpc(c, &t), -EBUSY);
+	}
+	assert_int_equal(p9c_unlinkat(c, 0, "back", 0), 0);
+	assert_int_equal(p9c_unlinkat(c, 0, "back", 0), -ENOENT);
+	assert_int_equal(p9c_unlinkat(c, 0, "d", 0), -EISDIR);
+	assert_int_equal(p9c_unlinkat(c, 0, "d", 0x1), -EINVAL);
+	assert_int_equal(p9c_fidop(c, P9_TREMOVE, 4), 0);	/* "sl" */
+	at(e, "sl", p, sizeof(p));
+	assert_int_equal(lstat(p, &st), -1);
+	assert_int_equal(p9c_fidop(c, P9_TCLUNK, 4), -EBADF);
+	assert_int_equal(p9c_fidop(c, P9_TCLUNK, 6), 0);
+	assert_int_equal(p9c_unlinkat(c, 0, "d", P9_AT_REMOVEDIR), 0);
+	/* a mode asked for is not changed by the process umask */
+	memset(buf, 0, sizeof(buf));
+	stop(e);
+}
+
+static void test_readdir(void **state)
+{
+	struct env *e = *state;
+	struct p9c *c = &e->c;
+	char p[256];
+	uint64_t off = 0;
+	int seen = 0, rounds = 0;
+	bool found[300] = { 0 };
+
+	for (int i = 0; i < 300; i++) {
+		snprintf(p, sizeof(p), "%s/f%03d", e->share, i);
+		close(open(p, O_CREAT | O_WRONLY, 0644));
+	}
+	start(e, false, 65536, NULL);
+	assert_int_equal(p9c_walk(c, 0, 1, ""), 0);
+	assert_int_equal(p9c_lopen(c, 1, O_RDONLY), 0);
+	assert_int_equal(c->r.u.ropen.qid.type, P9_QTDIR);
+	for (;;) {
+		struct p9_dirent d;
+		size_t pos = 0;
+		int n = 0, r;
+
+		/* a small count forces many rounds of offsets */
+		assert_int_equal(p9c_readdir(c, 1, off, 512), 0);
+		if (!c->r.u.rdata.count)
+			break;
+		rounds++;
+		while ((r = p9_dirent_next(c->r.u.rdata.data, c->r.u.rdata.count,
+					   &pos, &d)) == 1) {
+			int idx;
+
+			off = d.offset;
+			n++;
+			if (d.name.len == 4 && d.name.s[0] == 'f' &&
+			    sscanf(d.name.s + 1, "%3d", &idx) == 1) {
+				assert_false(found[idx]);
+				found[idx] = true;
+				seen++;
+				assert_int_equal(d.qid.type, P9_QTFILE);
+			}
+		}
+		assert_int_equal(r, 0);
+		assert_true(n > 0);
+	}
+	assert_int_equal(seen, 300);
+	assert_true(rounds > 10);
+	/* too small for a single entry */
+	assert_int_equal(p9c_readdir(c, 1, 0, 10), -EINVAL);
+	/* count over msize */
+	assert_int_equal(p9c_readdir(c, 1, 0, 65536), -EINVAL);
+	/* readdir of a fid that is not an open folder */
+	assert_int_equal(p9c_readdir(c, 0, 0, 4096), -ENOTDIR);
+	stop(e);
+}
+
+static void test_locks(void **state)
+{
+	struct env *e = *state;
+	struct p9c *c = &e->c;
+	struct p9_msg t = { .type = P9_TLOCK };
+
+	start(e, false, 65536, NULL);
+	assert_int_equal(p9c_walk(c, 0, 1, ""), 0);
+	assert_int_equal(p9c_lcreate(c, 1, "lk", O_RDWR | O_CREAT, 0644), 0);
+	assert_int_equal(p9c_walk(c, 0, 2, "lk"), 0);
+	assert_int_equal(p9c_lopen(c, 2, O_RDWR), 0);
+	t.u.tlock.fid = 1;
+	t.u.tlock.type = P9_LOCK_TYPE_WRLCK;
+	t.u.tlock.start = 0;
+	t.u.tlock.length = 100;
+	t.u.tlock.client_id = S("c");
+	assert_int_equal(p9c_rpc(c, &t), 0);
+	assert_int_equal(c->r.u.rlock.status, P9_LOCK_SUCCESS);
+	/* another open file conflicts: BLOCKED, never waits */
+	t.u.tlock.fid = 2;
+	t.u.tlock.flags = P9_LOCK_FLAGS_BLOCK;
+	assert_int_equal(p9c_rpc(c, &t), 0);
+	assert_int_equal(c->r.u.rlock.status, P9_LOCK_BLOCKED);
+	{
+		struct p9_msg g = { .type = P9_TGETLOCK };
+
+		g.u.getlock.fid = 2;
+		g.u.getlock.type = P9_LOCK_TYPE_RDLCK;
+		g.u.getlock.start = 50;
+		g.u.getlock.length = 0;
+		g.u.getlock.client_id = S("c");
+		assert_int_equal(p9c_rpc(c, &g), 0);
+		assert_int_equal(c->r.u.getlock.type, P9_LOCK_TYPE_WRLCK);
+		assert_int_equal(c->r.u.getlock.start, 0);
+		assert_int_equal(c->r.u.getlock.length, 100);
+		g.u.getlock.start = 200;
+		assert_int_equal(p9c_rpc(c, &g), 0);
+		assert_int_equal(c->r.u.getlock.type, P9_LOCK_TYPE_UNLCK);
+		g.u.getlock.type = 7;
+		assert_int_equal(p9c_rpc(c, &g), -EINVAL);
+	}
+	t.u.tlock.fid = 1;
+	t.u.tlock.type = P9_LOCK_TYPE_UNLCK;
+	assert_int_equal(p9c_rpc(c, &t), 0);
+	assert_int_equal(c->r.u.rlock.status, P9_LOCK_SUCCESS);
+	t.u.tlock.fid = 2;
+	t.u.tlock.type = P9_LOCK_TYPE_WRLCK;
+	assert_int_equal(p9c_rpc(c, &t), 0);
+	assert_int_equal(c->r.u.rlock.status, P9_LOCK_SUCCESS);
+	/* a lock on an unopened fid, a bad range */
+	t.u.tlock.fid = 0;
+	assert_int_equal(p9c_rpc(c, &t), -EBADF);
+	t.u.tlock.fid = 2;
+	t.u.tlock.start = UINT64_MAX;
+	assert_int_equal(p9c_rpc(c, &t), 0);
+	assert_int_equal(c->r.u.rlock.status, P9_LOCK_ERROR);
+	stop(e);
+}
+
+static void test_xattr(void **state)
+{
+	struct env *e = *state;
+	struct p9c *c = &e->c;
+	struct p9_msg t = { .type = P9_TXATTRCREATE };
+	char p[256], v[16];
+
+	at(e, "x", p, sizeof(p));
+	close(open(p, O_CREAT | O_WRONLY, 0644));
+	if (setxattr(p, "user.probe", "1", 1, 0)) {
+		skip();		/* no user xattrs on this file system */
+		return;
+	}
+	removexattr(p, "user.probe");
+	start(e, false, 65536, NULL);
+	assert_int_equal(p9c_walk(c, 0, 1, "x"), 0);
+	t.u.txattrcreate.fid = 1;
+	t.u.txattrcreate.name = S("user.k");
+	t.u.txattrcreate.size = 5;
+	assert_int_equal(p9c_rpc(c, &t), 0);
+	assert_int_equal(p9c_write(c, 1, 0, "value", 5), 0);
+	assert_int_equal(p9c_fidop(c, P9_TCLUNK, 1), 0);
+	assert_int_equal(getxattr(p, "user.k", v, sizeof(v)), 5);
+	assert_memory_equal(v, "value", 5);
+
+	/* read it back: xattrwalk then read */
+	{
+		struct p9_msg w = { .type = P9_TXATTRWALK };
+
+		assert_int_equal(p9c_walk(c, 0, 1, "x"), 0);
+		w.u.txattrwalk.fid = 1;
+		w.u.txattrwalk.newfid = 2;
+		w.u.txattrwalk.name = S("user.k");
+		assert_int_equal(p9c_rpc(c, &w), 0);
+		assert_int_equal(c->r.u.rxattrwalk.size, 5);
+		assert_int_equal(p9c_read(c, 2, 0, 100), 0);
+		assert_int_equal(c->r.u.rdata.count, 5);
+		assert_memory_equal(c->r.u.rdata.data, "value", 5);
+		assert_int_equal(p9c_fidop(c, P9_TCLUNK, 2), 0);
+		/* list */
+		w.u.txattrwalk.name = S("");
+		assert_int_equal(p9c_rpc(c, &w), 0);
+		assert_int_equal(c->r.u.rxattrwalk.size, 7);
+		assert_int_equal(p9c_fidop(c, P9_TCLUNK, 2), 0);
+		w.u.txattrwalk.name = S("user.none");
+		assert_int_equal(p9c_rpc(c, &w), -ENODATA);
+	}
+	/* security and trusted namespaces are not the guest's to set */
+	t.u.txattrcreate.name = S("security.capability");
+	assert_int_equal(p9c_rpc(c, &t), -EOPNOTSUPP);
+	t.u.txattrcreate.name = S("user.big");
+	t.u.txattrcreate.size = 1 << 20;
+	assert_int_equal(p9c_rpc(c, &t), -E2BIG);
+	/* a short write leaves the value unset at clunk */
+	t.u.txattrcreate.size = 5;
+	assert_int_equal(p9c_rpc(c, &t), 0);
+	assert_int_equal(p9c_write(c, 1, 0, "ab", 2), 0);
+	assert_int_equal(p9c_write(c, 1, 2, "abcdef", 6), -ENOSPC);
+	assert_int_equal(p9c_fidop(c, P9_TCLUNK, 1), -EINVAL);
+	/* removal: size 0 */
+	assert_int_equal(p9c_walk(c, 0, 1, "x"), 0);
+	t.u.txattrcreate.name = S("user.k");
+	t.u.txattrcreate.size = 0;
+	assert_int_equal(p9c_rpc(c, &t), 0);
+	assert_int_equal(p9c_fidop(c, P9_TCLUNK, 1), 0);
+	assert_int_equal(getxattr(p, "user.k", v, sizeof(v)), -1);
+	stop(e);
+}
+
+static void test_confinement(void **state)
+{
+	struct env *e = *state;
+	struct p9c *c = &e->c;
+	char p[256], q[256];
+	uint64_t root_ino;
+	struct stat st;
+
+	at(e, "sub", p, sizeof(p));
+	mkdir(p, 0755);
+	at(e, "abs", p, sizeof(p));
+	snprintf(q, sizeof(q), "%s/outside", e->dir);
+	assert_int_equal(symlink(q, p), 0);		/* absolute, outside */
+	at(e, "up", p, sizeof(p));
+	assert_int_equal(symlink("..", p), 0);		/* to the parent */
+	at(e, "sub/upup", p, sizeof(p));
+	assert_int_equal(symlink("../../outside/secret", p), 0);
+	at(e, "etc", p, sizeof(p));
+	assert_int_equal(symlink("/etc", p), 0);
+	start(e, false, 65536, NULL);
+	assert_int_equal(p9c_getattr(c, 0), 0);
+	root_ino = c->r.u.rgetattr.qid.path;
+
+	/* ".." at the root stays at the root, however many */
+	assert_int_equal(p9c_walk(c, 0, 1, "../../.."), 0);
+	assert_int_equal(c->r.u.rwalk.wqid[2].path, root_ino);
+	assert_int_equal(p9c_walk(c, 1, 2, "../sub/../.."), 0);
+	assert_int_equal(c->r.u.rwalk.wqid[3].path, root_ino);
+	assert_int_equal(p9c_walk(c, 0, 3, "sub/.."), 0);
+	assert_int_equal(c->r.u.rwalk.wqid[1].path, root_ino);
+	assert_int_equal(p9c_readdir(c, 0, 0, 4096), -ENOTDIR);
+
+	/* symlinks are reached as links and never followed */
+	assert_int_equal(p9c_walk(c, 0, 4, "abs"), 0);
+	assert_int_equal(c->r.u.rwalk.wqid[0].type, P9_QTSYMLINK);
+	assert_int_equal(p9c_fidop(c, P9_TREADLINK, 4), 0);
+	assert_int_equal(c->r.u.rreadlink.target.len, strlen(q));
+	assert_int_equal(p9c_walk(c, 0, 5, "abs/secret"), -ENOENT);
+	assert_int_equal(p9c_lopen(c, 4, O_RDONLY), -ELOOP);
+	assert_int_equal(p9c_walk(c, 0, 5, "up/outside"), -ENOENT);
+	assert_int_equal(p9c_walk(c, 0, 5, "etc/passwd"), -ENOENT);
+	assert_int_equal(p9c_walk(c, 0, 5, "sub/upup"), 0);
+	assert_int_equal(p9c_lopen(c, 5, O_RDONLY), -ELOOP);
+	assert_int_equal(p9c_fidop(c, P9_TCLUNK, 5), 0);
+	/* getattr of a link describes the link */
+	assert_int_equal(p9c_getattr(c, 4), 0);
+	assert_true(S_ISLNK(c->r.u.rgetattr.a.mode));
+	/* lcreate over an escaping symlink does not write through it */
+	assert_int_equal(p9c_walk(c, 0, 5, ""), 0);
+	assert_int_equal(p9c_lcreate(c, 5, "etc", O_WRONLY | O_CREAT | O_TRUNC, 0644), -ELOOP);
+	assert_int_equal(p9c_lcreate(c, 5, "abs", O_WRONLY | O_CREAT, 0644), -ELOOP);
+	/* names with a slash, ".", ".." are refused where a name is due */
+	assert_int_equal(p9c_lcreate(c, 5, "../escape", O_WRONLY | O_CREAT, 0644), -EINVAL);
+	assert_int_equal(p9c_lcreate(c, 5, "..", O_WRONLY | O_CREAT, 0644), -EINVAL);
+	assert_int_equal(p9c_mkdir(c, 0, "../evil", 0755), -EINVAL);
+	/* up past the root and down again finds the share's own names */
+	assert_int_equal(p9c_walk(c, 0, 6, "sub/../../outside"), -ENOENT);
+	assert_int_equal(c->r.u.rwalk.nwqid, 3);
+	assert_int_equal(c->r.u.rwalk.wqid[2].path, root_ino);
+	assert_int_equal(p9c_getattr(c, 6), -EBADF);	/* partial: no fid */
+	{
+		struct p9_msg t = { .type = P9_TWALK };
+
+		/* a single name holding a path */
+		t.u.twalk.fid = 0;
+		t.u.twalk.newfid = 6;
+		t.u.twalk.nwname = 1;
+		t.u.twalk.wname[0] = S("../outside");
+		assert_int_equal(p9c_rpc(c, &t), -EINVAL);
+		t.u.twalk.wname[0] = (struct p9_str){ 3, "a\0b" };
+		assert_int_equal(p9c_rpc(c, &t), -EINVAL);
+	}
+	/* rename across the root */
+	at(e, "victim", p, sizeof(p));
+	close(open(p, O_CREAT | O_WRONLY, 0644));
+	assert_int_equal(p9c_renameat(c, 0, "victim", 0, "../outside/stolen"), -EINVAL);
+	assert_int_equal(p9c_renameat(c, 0, "../outside/secret", 0, "got"), -EINVAL);
+	assert_int_equal(p9c_walk(c, 0, 6, "abs"), 0);
+	assert_int_equal(p9c_renameat(c, 0, "victim", 6, "stolen"), -ENOTDIR);
+	snprintf(q, sizeof(q), "%s/outside/stolen", e->dir);
+	assert_int_equal(stat(q, &st), -1);
+	assert_int_equal(stat(p, &st), 0);
+	/* symlink creation stores any target but never follows it */
+	assert_int_equal(p9c_symlink(c, 0, "new-escape", "/"), 0);
+	assert_int_equal(p9c_walk(c, 0, 7, "new-escape/etc"), -ENOENT);
+	/* a hard link of the symlink is a link, not its target */
+	stop(e);
+}
+
+static void test_read_only(void **state)
+{
+	struct env *e = *state;
+	struct p9c *c = &e->c;
+	char p[256];
+
+	at(e, "f", p, sizeof(p));
+	close(open(p, O_CREAT | O_WRONLY, 0644));
+	at(e, "dir", p, sizeof(p));
+	mkdir(p, 0755);
+	start(e, true, 65536, NULL);
+	assert_int_equal(p9c_walk(c, 0, 1, "f"), 0);
+	assert_int_equal(p9c_lopen(c, 1, O_RDWR), -EROFS);
+	assert_int_equal(p9c_lopen(c, 1, O_RDONLY | O_TRUNC), -EROFS);
+	assert_int_equal(p9c_lopen(c, 1, O_RDONLY), 0);
+	assert_int_equal(p9c_read(c, 1, 0, 10), 0);
+	assert_int_equal(p9c_walk(c, 0, 2, ""), 0);
+	assert_int_equal(p9c_lcreate(c, 2, "n", O_RDWR | O_CREAT, 0644), -EROFS);
+	assert_int_equal(p9c_mkdir(c, 0, "n", 0755), -EROFS);
+	assert_int_equal(p9c_symlink(c, 0, "n", "f"), -EROFS);
+	assert_int_equal(p9c_unlinkat(c, 0, "f", 0), -EROFS);
+	assert_int_equal(p9c_renameat(c, 0, "f", 0, "g"), -EROFS);
+	{
+		struct p9_msg t = { .type = P9_TSETATTR };
+
+		t.u.tsetattr.fid = 1;
+		t.u.tsetattr.valid = P9_SETATTR_MODE;
+		assert_int_equal(p9c_rpc(c, &t), -EROFS);
+		t.u.tsetattr.valid = P9_SETATTR_SIZE;
+		assert_int_equal(p9c_rpc(c, &t), -EROFS);
+		t.u.tsetattr.valid = P9_SETATTR_MTIME;
+		assert_int_equal(p9c_rpc(c, &t), -EROFS);
+	}
+	{
+		struct p9_msg t = { .type = P9_TLINK };
+
+		t.u.tlink.dfid = 0;
+		t.u.tlink.fid = 1;
+		t.u.tlink.name = S("l");
+		assert_int_equal(p9c_rpc(c, &t), -EROFS);
+	}
+	{
+		struct p9_msg t = { .type = P9_TMKNOD };
+
+		t.u.tmknod.dfid = 0;
+		t.u.tmknod.name = S("p");
+		t.u.tmknod.mode = S_IFIFO | 0644;
+		assert_int_equal(p9c_rpc(c, &t), -EROFS);
+	}
+	{
+		struct p9_msg t = { .type = P9_TXATTRCREATE };
+
+		t.u.txattrcreate.fid = 2;
+		t.u.txattrcreate.name = S("user.a");
+		t.u.txattrcreate.size = 1;
+		assert_int_equal(p9c_rpc(c, &t), -EROFS);
+	}
+	assert_int_equal(p9c_walk(c, 0, 3, "dir"), 0);
+	assert_int_equal(p9c_fidop(c, P9_TREMOVE, 3), -EROFS);
+	assert_int_equal(access(p, F_OK), 0);
+	stop(e);
+}
+
+/* Builds a request split over many small iovecs. */
+static struct iovec *split(uint8_t *buf, size_t len, size_t piece,
+			   unsigned int *n)
+{
+	unsigned int cnt = (len + piece - 1) / piece;
+	struct iovec *iov = calloc(cnt, sizeof(*iov));
+
+	for (unsigned int i = 0; i < cnt; i++) {
+		iov[i].iov_base = buf + (size_t)i * piece;
+		iov[i].iov_len = len - (size_t)i * piece < piece ?
+				 len - (size_t)i * piece : piece;
+	}
+	*n = cnt;
+	return iov;
+}
+
+/* Full-size requests at the largest msize, in scatter-gather form as a
+ * virtqueue would carry them: more iovecs than IOV_MAX, odd piece sizes. */
+static void test_large_msize_sg(void **state)
+{
+	struct env *e = *state;
+	struct p9c *c = &e->c;
+	const uint32_t msize = 64u << 20;
+	const uint32_t count = msize - P9_TWRITE_HDRSZ;
+	uint8_t *req = malloc(msize), *rep = malloc(msize), *chk;
+	struct p9_msg t = { .type = P9_TWRITE }, r;
+	struct iovec *in, *out;
+	unsigned int nin, nout;
+	size_t len;
+	char p[256];
+	int fd;
+
+	start(e, false, msize, NULL);
+	assert_int_equal(p9c_walk(c, 0, 1, ""), 0);
+	assert_int_equal(p9c_lcreate(c, 1, "big", O_RDWR | O_CREAT, 0644), 0);
+	for (uint32_t i = 0; i < count; i++)
+		req[P9_TWRITE_HDRSZ + i] = i * 7 + (i >> 13);
+	t.tag = 9;
+	t.u.twrite.fid = 1;
+	t.u.twrite.offset = 4096;
+	t.u.twrite.d = (struct p9_data){ count, NULL };
+	assert_int_equal(p9_encode(&t, req, P9_TWRITE_HDRSZ), P9_TWRITE_HDRSZ);
+	in = split(req, msize, 4093, &nin);
+	out = split(rep, 64, 5, &nout);
+	assert_true(nin > 1024);
+	len = p9_call(c->s, in, nin, out, nout);
+	assert_int_equal(p9_decode(rep, len, false, &r), 0);
+	assert_int_equal(r.type, P9_RWRITE);
+	assert_int_equal(r.u.rwrite.count, count);
+	free(in);
+	free(out);
+	at(e, "big", p, sizeof(p));
+	fd = open(p, O_RDONLY);
+	chk = malloc(count);
+	assert_int_equal(pread(fd, chk, count, 4096), count);
+	assert_memory_equal(chk, req + P9_TWRITE_HDRSZ, count);
+	close(fd);
+
+	/* and read it back at full size into scattered reply buffers */
+	{
+		struct p9_msg rd = { .type = P9_TREAD, .tag = 10 };
+		uint8_t small[64];
+		struct iovec sin = { small, 0 };
+		uint32_t want = msize - P9_IOHDRSZ;
+
+		rd.u.tread.fid = 1;
+		rd.u.tread.offset = 4096;
+		rd.u.tread.count = want;
+		sin.iov_len = p9_encode(&rd, small, sizeof(small));
+		memset(rep, 0, msize);
+		out = split(rep, msize, 3001, &nout);
+		len = p9_call(c->s, &sin, 1, out, nout);
+		assert_int_equal(len, P9_IOHDRSZ + count);	/* to EOF */
+		assert_int_equal(p9_get32(rep), len);
+		assert_int_equal(rep[4], P9_RREAD);
+		assert_int_equal(p9_get32(rep + 7), count);
+		assert_memory_equal(rep + P9_IOHDRSZ, chk, count);
+		free(out);
+		/* count over msize is refused */
+		rd.u.tread.count = msize;
+		sin.iov_len = p9_encode(&rd, small, sizeof(small));
+		out = split(rep, msize, msize, &nout);
+		len = p9_call(c->s, &sin, 1, out, nout);
+		assert_int_equal(p9_decode(rep, len, false, &r), 0);
+		assert_int_equal(r.type, P9_RLERROR);
+		assert_int_equal(r.u.rlerror.ecode, EINVAL);
+		free(out);
+	}
+	free(chk);
+	free(req);
+	free(rep);
+	stop(e);
+}
+
+/* Heap memory one request takes, whatever the msize: counted by wrapping
+ * malloc/calloc/realloc around the request, plus the request slot. */
+static size_t request_heap(struct p9c *c, struct p9_msg *t, size_t reply_room)
+{
+	uint8_t buf[128];
+	int len = p9_encode(t, buf, sizeof(buf));
+	struct iovec in = { buf, len }, out = { c->out, reply_room };
+	struct p9_req r;
+	size_t n;
+
+	counted = 0;
+	counting = true;
+	p9_req_begin(c->s, &r, &in, 1);
+	n = p9_handle(c->s, &r, &in, 1, &out, 1);
+	p9_req_end(c->s, &r);
+	counting = false;
+	assert_true(n > 0);
+	assert_int_not_equal(c->out[4], P9_RLERROR);
+	return counted + sizeof(struct p9_req);
+}
+
+static void test_getattr_memory_bound(void **state)
+{
+	struct env *e = *state;
+	struct p9c *c = &e->c;
+	const uint32_t sizes[] = { 8192, 512000, 4u << 20, 64u << 20 };
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		struct p9_msg t = { .type = P9_TGETATTR, .tag = 3 };
+		size_t bytes;
+
+		start(e, false, sizes[i], NULL);
+		assert_int_equal(p9c_walk(c, 0, 1, ""), 0);
+		assert_int_equal(p9c_lcreate(c, 1, "m", O_RDWR | O_CREAT, 0644), 0);
+		assert_int_equal(p9c_write(c, 1, 0, "0123456789", 10), 0);
+		t.u.tgetattr.fid = 1;
+		t.u.tgetattr.mask = P9_GETATTR_BASIC;
+		bytes = request_heap(c, &t, sizes[i]);
+		print_message("msize %u: getattr request heap+slot %zu bytes\n",
+			      sizes[i], bytes);
+		assert_true(bytes < 8192);
+		/* a full-msize read costs the same: the payload is not
+		 * buffered on the host */
+		t.type = P9_TREAD;
+		t.u.tread.fid = 1;
+		t.u.tread.offset = 0;
+		t.u.tread.count = sizes[i] - P9_IOHDRSZ;
+		bytes = request_heap(c, &t, sizes[i]);
+		print_message("msize %u: read request heap+slot %zu bytes\n",
+			      sizes[i], bytes);
+		assert_true(bytes < 8192);
+		assert_int_equal(p9_get32(c->out + 7), 10);
+		stop(e);
+		{
+			char p[256];
+
+			at(e, "m", p, sizeof(p));
+			unlink(p);
+		}
+	}
+}
+
+static void test_hostile_requests(void **state)
+{
+	struct env *e = *state;
+	struct p9c *c = &e->c;
+	uint8_t b[256];
+	struct p9_msg t = { .type = P9_TGETATTR, .tag = 4 };
+	int len;
+
+	start(e, false, 65536, NULL);
+	t.u.tgetattr.fid = 0;
+	len = p9_encode(&t, b, sizeof(b));
+	/* size field disagreeing with the buffer */
+	p9_put32(b, len + 10);
+	p9c_raw(c, b, len);
+	assert_int_equal(p9c_decode_reply(c, P9_TGETATTR), -EPROTO);
+	assert_int_equal(c->r.tag, 4);
+	p9_put32(b, len - 1);
+	p9c_raw(c, b, len);
+	assert_int_equal(p9c_decode_reply(c, P9_TGETATTR), -EPROTO);
+	/* fewer bytes than a header */
+	p9c_raw(c, b, 3);
+	assert_int_equal(p9c_decode_reply(c, P9_TGETATTR), -EPROTO);
+	/* string running past the end */
+	{
+		struct p9_msg m = { .type = P9_TMKDIR, .tag = 5 };
+
+		m.u.tmkdir.dfid = 0;
+		m.u.tmkdir.name = S("abc");
+		len = p9_encode(&m, b, sizeof(b));
+		b[P9_HDRSZ + 4] = 200;
+		p9c_raw(c, b, len);
+		assert_int_equal(p9c_decode_reply(c, P9_TMKDIR), -EPROTO);
+	}
+	/* unknown fid, reused fid */
+	assert_int_equal(p9c_getattr(c, 12345), -EBADF);
+	assert_int_equal(p9c_walk(c, 0, 1, ""), 0);
+	assert_int_equal(p9c_walk(c, 0, 1, ""), -EEXIST);
+	assert_int_equal(p9c_attach(c, 1), -EEXIST);
+	assert_int_equal(p9c_walk(c, 777, 2, ""), -EBADF);
+	assert_int_equal(p9c_walk(c, 0, P9_NOFID, ""), -EBADF);
+	/* walk over 16 names */
+	{
+		struct p9_msg m = { .type = P9_TWALK, .tag = 6 };
+
+		m.u.twalk.fid = 0;
+		m.u.twalk.newfid = 3;
+		m.u.twalk.nwname = 16;
+		for (int i = 0; i < 16; i++)
+			m.u.twalk.wname[i] = S("..");
+		len = p9_encode(&m, b, sizeof(b));
+		b[P9_HDRSZ + 8] = 17;
+		/* add one more name so the size is self-consistent */
+		b[len] = 2;
+		b[len + 1] = 0;
+		b[len + 2] = '.';
+		b[len + 3] = '.';
+		p9_put32(b, len + 4);
+		p9c_raw(c, b, len + 4);
+		assert_int_equal(p9c_decode_reply(c, P9_TWALK), -EINVAL);
+	}
+	/* message larger than msize */
+	{
+		uint8_t *big = calloc(1, 70000);
+		struct p9_msg m = { .type = P9_TWRITE, .tag = 7 };
+
+		m.u.twrite.fid = 1;
+		m.u.twrite.d = (struct p9_data){ 70000 - P9_TWRITE_HDRSZ, NULL };
+		p9_encode(&m, big, P9_TWRITE_HDRSZ);
+		p9c_raw(c, big, 70000);
+		assert_int_equal(p9c_decode_reply(c, P9_TWRITE), -EMSGSIZE);
+		free(big);
+	}
+	/* count over msize, write to an unopened fid */
+	assert_int_equal(p9c_read(c, 0, 0, 65536), -EINVAL);
+	assert_int_equal(p9c_write(c, 1, 0, "x", 1), -EBADF);
+	assert_int_equal(p9c_read(c, 1, 0, 10), -EBADF);
+	/* auth is refused; so is attaching with an afid */
+	{
+		struct p9_msg m = { .type = P9_TAUTH };
+
+		m.u.tauth.afid = 9;
+		m.u.tauth.uname = S("u");
+		m.u.tauth.aname = S("");
+		assert_int_equal(p9c_rpc(c, &m), -EOPNOTSUPP);
+	}
+	{
+		struct p9_msg m = { .type = P9_TATTACH };
+
+		m.u.tattach.fid = 9;
+		m.u.tattach.afid = 9;
+		m.u.tattach.uname = S("u");
+		m.u.tattach.aname = S("");
+		assert_int_equal(p9c_rpc(c, &m), -EBADF);
+	}
+	/* an R-message or an unknown type as a request */
+	{
+		struct p9_msg m = { .type = P9_RCLUNK, .tag = 8 };
+
+		len = p9_encode(&m, b, sizeof(b));
+		p9c_raw(c, b, len);
+		assert_int_equal(p9c_decode_reply(c, P9_RCLUNK - 1), -EOPNOTSUPP);
+		b[4] = 200;
+		p9c_raw(c, b, len);
+		assert_int_equal(p9c_decode_reply(c, 199), -EOPNOTSUPP);
+	}
+	/* a reply buffer too small for any reply */
+	{
+		struct iovec in = { b, 0 }, out = { c->out, 5 };
+
+		len = p9_encode(&t, b, sizeof(b));
+		in.iov_len = len;
+		assert_int_equal(p9_call(c->s, &in, 1, &out, 1), 0);
+		/* too small for Rgetattr but large enough for Rlerror */
+		out.iov_len = 40;
+		assert_int_equal(p9_call(c->s, &in, 1, &out, 1), 11);
+		assert_int_equal(c->out[4], P9_RLERROR);
+	}
+	/* a version string we do not speak */
+	{
+		struct p9_msg m = { .type = P9_TVERSION };
+
+		m.u.version.msize = 8192;
+		m.u.version.version = S("9P2000.u");
+		assert_int_equal(p9c_rpc(c, &m), 0);
+		assert_int_equal(c->r.u.version.version.len, 7);
+		m.u.version.msize = 100;
+		m.u.version.version = S("9P2000.L");
+		assert_int_equal(p9c_rpc(c, &m), -EINVAL);
+	}
+	stop(e);
+	/* requests before Tversion */
+	{
+		struct p9_server_cfg cfg = { .path = e->share };
+		char err[128];
+
+		assert_int_equal(p9_server_open(&cfg, &e->srv, err, sizeof(err)), 0);
+		c->s = p9_session_new(e->srv);
+		c->outsz = 4096;
+		c->out = malloc(c->outsz);
+		assert_int_equal(p9c_attach(c, 0), -EPROTO);
+		stop(e);
+	}
+}
+
+static void test_limits(void **state)
+{
+	struct env *e = *state;
+	struct p9c *c = &e->c;
+	struct p9_limits lim = { .max_fids = 40000, .max_open = 3,
+				 .max_pending = 2 };
+	struct timespec t0, t1;
+	struct p9_stats st;
+	double secs;
+	char p[256];
+
+	at(e, "f", p, sizeof(p));
+	close(open(p, O_CREAT | O_WRONLY, 0644));
+	start(e, false, 65536, &lim);
+	/* tens of thousands of fids, then lookups: the clock shows constant
+	 * time (a linear list would take seconds here) */
+	for (uint32_t i = 1; i < 40000; i++)
+		assert_int_equal(p9c_walk(c, 0, i * 3, ""), 0);
+	assert_int_equal(p9c_walk(c, 0, 999999, ""), -EMFILE);
+	p9_session_stats(c->s, &st);
+	assert_int_equal(st.fids, 40000);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (uint32_t i = 1; i < 40000; i++)
+		assert_int_equal(p9c_getattr(c, i * 3), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	secs = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+	print_message("40000 getattr over 40000 fids: %.3f s\n", secs);
+	assert_true(secs < 5.0);
+	for (uint32_t i = 1; i < 40000; i++)
+		assert_int_equal(p9c_fidop(c, P9_TCLUNK, i * 3), 0);
+	p9_session_stats(c->s, &st);
+	assert_int_equal(st.fids, 1);
+
+	/* open files */
+	for (uint32_t i = 1; i <= 4; i++) {
+		assert_int_equal(p9c_walk(c, 0, i, "f"), 0);
+		assert_int_equal(p9c_lopen(c, i, O_RDONLY), i <= 3 ? 0 : -EMFILE);
+	}
+	p9_session_stats(c->s, &st);
+	assert_int_equal(st.open, 3);
+	assert_int_equal(p9c_fidop(c, P9_TCLUNK, 1), 0);
+	assert_int_equal(p9c_lopen(c, 4, O_RDONLY), 0);
+
+	/* requests in flight */
+	{
+		struct p9_req r1, r2, r3;
+		uint8_t b[64];
+		struct p9_msg t = { .type = P9_TGETATTR, .tag = 1 };
+		struct iovec in = { b, 0 }, out = { c->out, c->outsz };
+
+		t.u.tgetattr.fid = 0;
+		in.iov_len = p9_encode(&t, b, sizeof(b));
+		p9_req_begin(c->s, &r1, &in, 1);
+		p9_req_begin(c->s, &r2, &in, 1);
+		p9_req_begin(c->s, &r3, &in, 1);
+		p9_handle(c->s, &r3, &in, 1, &out, 1);
+		assert_int_equal(c->out[4], P9_RLERROR);
+		assert_int_equal(p9_get32(c->out + 7), ENOMEM);
+		p9_handle(c->s, &r1, &in, 1, &out, 1);
+		assert_int_equal(c->out[4], P9_RGETATTR);
+		p9_req_end(c->s, &r3);
+		p9_req_end(c->s, &r2);
+		p9_req_end(c->s, &r1);
+	}
+	stop(e);
+}
+
+struct flush_arg {
+	struct p9_session *s;
+	uint8_t out[64];
+	size_t len;
+	bool done;
+};
+
+static void *flush_thread(void *p)
+{
+	struct flush_arg *a = p;
+	uint8_t b[16];
+	struct p9_msg t = { .type = P9_TFLUSH, .tag = 2 };
+	struct iovec in = { b, 0 }, out = { a->out, sizeof(a->out) };
+	struct p9_req r;
+
+	t.u.tflush.oldtag = 1;
+	in.iov_len = p9_encode(&t, b, sizeof(b));
+	p9_req_begin(a->s, &r, &in, 1);
+	a->len = p9_handle(a->s, &r, &in, 1, &out, 1);
+	__atomic_store_n(&a->done, true, __ATOMIC_SEQ_CST);
+	p9_req_end(a->s, &r);
+	return NULL;
+}
+
+/* Rflush comes only after the flushed request was answered. */
+static void test_flush(void **state)
+{
+	struct env *e = *state;
+	struct p9c *c = &e->c;
+	struct flush_arg a = { 0 };
+	struct p9_req r1;
+	uint8_t b[64];
+	struct p9_msg t = { .type = P9_TGETATTR, .tag = 1 };
+	struct iovec in = { b, 0 };
+	pthread_t th;
+
+	start(e, false, 65536, NULL);
+	a.s = c->s;
+	t.u.tgetattr.fid = 0;
+	in.iov_len = p9_encode(&t, b, sizeof(b));
+	p9_req_begin(c->s, &r1, &in, 1);
+	pthread_create(&th, NULL, flush_thread, &a);
+	usleep(100000);
+	assert_false(__atomic_load_n(&a.done, __ATOMIC_SEQ_CST));
+	p9_req_end(c->s, &r1);
+	pthread_join(th, NULL);
+	assert_true(a.done);
+	assert_int_equal(a.out[4], P9_RFLUSH);
+	assert_int_equal(a.len, P9_HDRSZ);
+	/* flushing a tag not in flight answers at once */
+	flush_thread(&a);
+	assert_int_equal(a.out[4], P9_RFLUSH);
+	stop(e);
+}
+
+/* Tversion resets the session: fids from before are gone. */
+static void test_version_resets(void **state)
+{
+	struct env *e = *state;
+	struct p9c *c = &e->c;
+	struct p9_stats st;
+
+	start(e, false, 1u << 20, NULL);
+	assert_int_equal(p9c_walk(c, 0, 1, ""), 0);
+	assert_int_equal(p9c_version(c, 8u << 20), 0);
+	assert_int_equal(c->r.u.version.msize, 1u << 20);	/* capped */
+	assert_int_equal(p9_session_msize(c->s), 1u << 20);
+	p9_session_stats(c->s, &st);
+	assert_int_equal(st.fids, 0);
+	assert_int_equal(p9c_getattr(c, 0), -EBADF);
+	stop(e);
+}
+
+static void test_open_errors(void **state)
+{
+	struct p9_server_cfg cfg = { .path = "/nonexistent/share" };
+	struct p9_server *srv;
+	char err[256];
+
+	assert_int_equal(p9_server_open(&cfg, &srv, err, sizeof(err)), -ENOENT);
+	assert_non_null(strstr(err, "/nonexistent/share"));
+	cfg.path = "/etc/passwd";
+	assert_int_equal(p9_server_open(&cfg, &srv, err, sizeof(err)), -ENOTDIR);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_basic_file_ops, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_readdir, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_locks, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_xattr, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_confinement, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_read_only, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_large_msize_sg, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_getattr_memory_bound, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hostile_requests, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_limits, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_flush, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_version_resets, setup, teardown),
+		cmocka_unit_test(test_open_errors),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
