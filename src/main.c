@@ -13,6 +13,7 @@ struct command {
 static const struct command commands[] = {
 	{ "run", cmd_run, "boot a VM (a Linux bzImage or the probe) with disks and shares" },
 	{ "9p-serve", cmd_9p_serve, "serve a host folder over 9P2000.L on a UNIX or TCP socket" },
+	{ "vhost-user-blk", cmd_vhost_user_blk, "serve a disk as virtio-blk to QEMU & co over vhost-user" },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
