@@ -1,0 +1,50 @@
+# Helpers shared by the probe-side KVM tests (sourced, not run).
+# Probe exit convention: the probe writes 0 to port 0xf4 on PASS, so the VMM
+# exits with status 1; FAIL gives 3, a guest exception 5.
+
+die() {
+	echo "FAIL: $*" >&2
+	exit 1
+}
+
+# KVM tests never pass silently without KVM.
+need_kvm() {
+	if ! (: <>/dev/kvm) 2>/dev/null; then
+		echo "SKIPPED: cannot open /dev/kvm"
+		exit 77
+	fi
+}
+
+# Scratch directory on a filesystem with O_DIRECT (not tmpfs); removed on
+# exit.
+make_scratch() {
+	scratch=$(mktemp -d "${MESON_BUILD_ROOT:-$PWD}/probe-test.XXXXXX") ||
+		die "cannot create a scratch directory"
+	trap 'rm -rf "$scratch"' EXIT
+}
+
+# run_probe LOG TIMEOUT VMM-COMMAND...: runs a VMM with the probe, output
+# to LOG (and echoed), sets $rc.
+run_probe() {
+	log=$1
+	t=$2
+	shift 2
+	echo "+ $*"
+	timeout -k 5 "$t" "$@" >"$log" 2>&1
+	rc=$?
+	cat "$log"
+	[ "$rc" = 124 ] && die "timed out after ${t}s"
+	return 0
+}
+
+# expect_pass LOG: status 1 and a PASS line.
+expect_pass() {
+	[ "$rc" = 1 ] || die "VMM exit status $rc, expected 1 (probe PASS)"
+	grep -q '^probe: PASS' "$1" || die "no 'probe: PASS' line"
+}
+
+# field LOG PREFIX KEY: value of KEY=... on the first line starting with
+# PREFIX.
+field() {
+	grep -m1 "^$2" "$1" | tr ' ' '\n' | sed -n "s/^$3=//p"
+}
