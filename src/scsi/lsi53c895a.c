@@ -1,0 +1,1384 @@
+/* LSI 53C895A PCI-SCSI HBA: register file, SCSI bus and the targets on it.
+ * The SCRIPTS processor (lsi_scripts.c) drives the bus through the lsi_bus_*
+ * calls below; the targets are scsi/disk.c logical units. A command's data
+ * phase gathers the SCRIPTS block moves into iovecs on guest memory and
+ * hands them to the backend; the target then disconnects, accepts more
+ * commands, and reselects the initiator when the status is ready. Reads and
+ * writes alike are queued that way, and no data is copied. */
+#include <errno.h>
+#include <poll.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "lib/log.h"
+#include "scsi/lsi_internal.h"
+
+#define container_of(p, t, m) ((t *)((char *)(p) - offsetof(t, m)))
+
+/* The bound promised in lsi53c895a.h, checked at build time: a command is
+ * a fixed-size object whatever it transfers. */
+_Static_assert(sizeof(struct lsi_cmd) <= 4096,
+	       "per-command host memory must stay bounded");
+
+size_t lsi_cmd_mem_bound(void)
+{
+	return sizeof(struct lsi_cmd);
+}
+
+static void lsi_kick(struct lsi *s)
+{
+	uint64_t one = 1;
+
+	if (s->kick_fd >= 0 && write(s->kick_fd, &one, sizeof(one)) < 0)
+		return;	/* counter full: the thread is awake anyway */
+}
+
+/* Something the processor may be waiting for happened. */
+static void lsi_wake(struct lsi *s)
+{
+	if (s->scr == LSI_SCR_WAIT_BUS || s->scr == LSI_SCR_WAIT_RESEL) {
+		s->scr = LSI_SCR_RUN;
+		lsi_kick(s);
+	}
+}
+
+/* ---- DMA ---------------------------------------------------------------- */
+
+void *lsi_dma_ptr(struct lsi *s, uint64_t addr, uint64_t len)
+{
+	if (s->ram_base && addr >= s->ram_base &&
+	    addr - s->ram_base < LSI_RAM_SIZE) {
+		uint64_t off = addr - s->ram_base;
+
+		if (len > LSI_RAM_SIZE - off)
+			return NULL;
+		return s->ram + off;
+	}
+	return gmem_ptr(s->p.mem, addr, len);
+}
+
+/* ---- interrupts ---------------------------------------------------------- */
+
+void lsi_update_irq(struct lsi *s)
+{
+	bool level;
+
+	if (s->dstat)
+		s->istat |= LSI_ISTAT_DIP;
+	else
+		s->istat &= ~LSI_ISTAT_DIP;
+	if (s->sist0 || s->sist1)
+		s->istat |= LSI_ISTAT_SIP;
+	else
+		s->istat &= ~LSI_ISTAT_SIP;
+	level = (s->dstat & s->regs[LSI_DIEN]) ||
+		(s->sist0 & s->regs[LSI_SIEN0]) ||
+		(s->sist1 & s->regs[LSI_SIEN1]) || (s->istat & LSI_ISTAT_INTF);
+	if (level != s->irq_level) {
+		s->irq_level = level;
+		if (s->p.set_irq)
+			s->p.set_irq(s->p.irq_opaque, level);
+	}
+}
+
+/* ---- commands ------------------------------------------------------------ */
+
+static void make_sense(uint8_t *b, uint8_t key, uint8_t asc, uint8_t ascq)
+{
+	memset(b, 0, 18);
+	b[0] = 0x70;
+	b[2] = key;
+	b[7] = 10;
+	b[12] = asc;
+	b[13] = ascq;
+}
+
+static void param_put(struct lsi *s, struct lsi_cmd *c)
+{
+	if (c->param >= 0) {
+		s->param_free |= 1u << c->param;
+		c->param = -1;
+	}
+}
+
+static bool param_get(struct lsi *s, struct lsi_cmd *c)
+{
+	if (!s->param_free)
+		return false;
+	c->param = __builtin_ctz(s->param_free);
+	s->param_free &= ~(1u << c->param);
+	c->param_iov.iov_base = s->param_mem + (size_t)c->param * SCSI_PARAM_MAX;
+	c->param_iov.iov_len = SCSI_PARAM_MAX;
+	return true;
+}
+
+static void resel_remove(struct lsi *s, struct lsi_cmd *c)
+{
+	struct lsi_cmd **pp;
+
+	if (!c->queued)
+		return;
+	for (pp = &s->resel_head; *pp; pp = &(*pp)->next) {
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	}
+	s->resel_tail = &s->resel_head;
+	while (*s->resel_tail)
+		s->resel_tail = &(*s->resel_tail)->next;
+	c->queued = false;
+	c->next = NULL;
+}
+
+static void cmd_free(struct lsi *s, struct lsi_cmd *c)
+{
+	resel_remove(s, c);
+	if (s->cur == c)
+		s->cur = NULL;
+	param_put(s, c);
+	c->in_use = false;
+	c->next = s->free_cmds;
+	s->free_cmds = c;
+	s->active--;
+}
+
+static struct lsi_cmd *cmd_alloc(struct lsi *s)
+{
+	struct lsi_cmd *c = s->free_cmds;
+
+	if (!c)
+		return NULL;
+	s->free_cmds = c->next;
+	c->next = NULL;
+	c->in_use = true;
+	c->direct = c->began = c->ended = c->seg_busy = false;
+	c->submitted = c->done = c->queued = c->aborted = false;
+	c->own_status = false;
+	c->pos = c->seg_pos = c->xfer = 0;
+	c->niov = 0;
+	c->param = -1;
+	c->status = SAM_STAT_GOOD;
+	s->active++;
+	return c;
+}
+
+/* Backend I/O of c is in flight: the target's done() will come. */
+static bool cmd_busy(const struct lsi_cmd *c)
+{
+	return c->seg_busy || (c->submitted && !c->done) ||
+	       (c->ended && !c->done);
+}
+
+/* Drops a task (ABORT messages, bus reset). Its backend I/O, if any,
+ * finishes first; it never reselects. */
+static void cmd_abort(struct lsi *s, struct lsi_cmd *c, bool reset)
+{
+	resel_remove(s, c);
+	if (s->cur == c)
+		s->cur = NULL;
+	c->aborted = true;
+	if (cmd_busy(c)) {
+		scsi_disk_abort(&c->req, reset);
+		return;
+	}
+	if (c->began && !c->ended) {
+		scsi_disk_abort(&c->req, reset);
+		c->ended = true;
+		scsi_disk_end(&c->req);	/* done() frees it */
+		return;
+	}
+	cmd_free(s, c);
+}
+
+static void abort_matching(struct lsi *s, int target, int lun, int tag,
+			   bool reset)
+{
+	for (unsigned int i = 0; i < LSI_MAX_CMDS; i++) {
+		struct lsi_cmd *c = &s->cmds[i];
+
+		if (!c->in_use || c->aborted)
+			continue;
+		if (target >= 0 && c->target != target)
+			continue;
+		if (lun >= 0 && c->lun != lun)
+			continue;
+		if (tag != -2 && c->tag != tag)
+			continue;
+		cmd_abort(s, c, reset);
+	}
+}
+
+static void cmd_ready(struct lsi *s, struct lsi_cmd *c)
+{
+	c->queued = true;
+	c->next = NULL;
+	*s->resel_tail = c;
+	s->resel_tail = &c->next;
+	lsi_wake(s);
+}
+
+static void tgt_next(struct lsi *s);
+
+static void lsi_req_done(struct scsi_req *req)
+{
+	struct lsi_cmd *c = container_of(req, struct lsi_cmd, req);
+	struct lsi *s = c->s;
+
+	if (c->aborted) {
+		cmd_free(s, c);
+		return;
+	}
+	c->done = true;
+	switch (req->host) {
+	case SCSI_HOST_OK:
+		c->status = req->status;
+		break;
+	case SCSI_HOST_ABORTED:
+	case SCSI_HOST_RESET:
+		c->status = SAM_STAT_TASK_ABORTED;
+		break;
+	default:	/* buffer mismatch: cannot happen with our buffers */
+		c->status = SAM_STAT_CHECK_CONDITION;
+		make_sense(req->sense, SENSE_HARDWARE_ERROR, 0x44, 0);
+		req->sense_len = 18;
+		break;
+	}
+	if (!c->direct && c->dir == SCSI_DIR_FROM_DEV) {
+		/* Non-direct data-in: the data phase follows, for what the
+		 * target produced. */
+		uint64_t n = req->xferred;
+
+		if (req->host != SCSI_HOST_OK)
+			n = 0;
+		c->xfer = n < c->param_iov.iov_len ? n : c->param_iov.iov_len;
+		c->pos = 0;
+	}
+	if (c == s->cur) {
+		if (s->req_wait) {
+			tgt_next(s);
+			lsi_wake(s);
+		}
+		return;
+	}
+	cmd_ready(s, c);
+}
+
+static void lsi_seg_done(struct scsi_req *req, int res)
+{
+	struct lsi_cmd *c = container_of(req, struct lsi_cmd, req);
+	struct lsi *s = c->s;
+
+	c->seg_busy = false;
+	c->niov = 0;
+	c->seg_pos = c->pos;
+	if (c->aborted || c->pos == c->xfer) {
+		if (!c->ended) {
+			c->ended = true;
+			scsi_disk_end(req);	/* done() follows */
+		}
+		return;
+	}
+	if (c == s->cur)
+		lsi_wake(s);	/* a move stalled on the full iovec array */
+}
+
+static void seg_submit(struct lsi *s, struct lsi_cmd *c)
+{
+	int ret;
+
+	c->seg_busy = true;
+	ret = scsi_disk_segment(&c->req, c->iov, c->niov, c->seg_pos);
+	if (ret < 0) {
+		/* Cannot happen: pos stays inside the transfer. Report it as
+		 * a failed segment so the command still completes. */
+		lsi_seg_done(&c->req, ret);
+	}
+}
+
+/* ---- the target side of the bus ---------------------------------------- */
+
+static void set_phase(struct lsi *s, uint8_t phase)
+{
+	s->phase = phase;
+	s->req_wait = false;
+}
+
+static void msgin_push(struct lsi *s, uint8_t b)
+{
+	if (s->msgin_len < LSI_MSG_MAX)
+		s->msgin[s->msgin_len++] = b;
+}
+
+static void bus_free(struct lsi *s)
+{
+	s->connected = false;
+	s->req_wait = false;
+	s->atn = false;
+	s->ack = false;
+	s->cur = NULL;
+	s->phase = 0;
+	s->msgin_len = s->msgin_pos = 0;
+	s->msgout_len = 0;
+	s->cdb_len = s->cdb_need = 0;
+	s->selecting = false;
+	s->bus_status = -1;
+	s->regs[LSI_SCNTL1] &= ~LSI_SCNTL1_CON;
+	s->regs[LSI_SSID] &= 0x7f;
+}
+
+/* The target decides what it wants after each bus event. */
+static void tgt_next(struct lsi *s)
+{
+	struct lsi_cmd *c = s->cur;
+
+	if (s->msgin_pos < s->msgin_len) {
+		set_phase(s, LSI_PHASE_MSG_IN);
+		return;
+	}
+	s->msgin_len = s->msgin_pos = 0;
+	if (s->atn) {
+		set_phase(s, LSI_PHASE_MSG_OUT);
+		return;
+	}
+	if (!c) {
+		if (s->bus_status >= 0)
+			set_phase(s, LSI_PHASE_STATUS);
+		else
+			set_phase(s, LSI_PHASE_COMMAND);
+		return;
+	}
+	if (c->pos < c->xfer) {
+		if (c->direct ||
+		    (c->dir == SCSI_DIR_TO_DEV && !c->submitted) ||
+		    (c->dir == SCSI_DIR_FROM_DEV && c->done)) {
+			set_phase(s, c->dir == SCSI_DIR_FROM_DEV ?
+					     LSI_PHASE_DATA_IN :
+					     LSI_PHASE_DATA_OUT);
+			return;
+		}
+	}
+	if (c->done) {
+		set_phase(s, LSI_PHASE_STATUS);
+		return;
+	}
+	if (s->disc_priv) {
+		/* The backend has it: free the bus for other commands and
+		 * reselect when the status is ready. */
+		if (s->moved_data)
+			msgin_push(s, LSI_MSG_SAVE_DP);
+		msgin_push(s, LSI_MSG_DISCONNECT);
+		s->after_msgin = LSI_AFTER_FREE;
+		s->disconnecting = c;
+		set_phase(s, LSI_PHASE_MSG_IN);
+		return;
+	}
+	s->req_wait = true;	/* no disconnect privilege: hold the bus */
+}
+
+static unsigned int cdb_size(uint8_t op)
+{
+	static const uint8_t len[8] = { 6, 10, 10, 10, 16, 12, 10, 10 };
+
+	return len[op >> 5];
+}
+
+static bool tag_overlaps(struct lsi *s, unsigned int target, unsigned int lun,
+			 int tag)
+{
+	for (unsigned int i = 0; i < LSI_MAX_CMDS; i++) {
+		const struct lsi_cmd *c = &s->cmds[i];
+
+		if (!c->in_use || c->aborted || c->target != target ||
+		    c->lun != lun)
+			continue;
+		if (c->tag == tag || c->tag < 0 || tag < 0)
+			return true;
+	}
+	return false;
+}
+
+static void own_check(struct lsi_cmd *c, uint8_t key, uint8_t asc,
+		      uint8_t ascq)
+{
+	c->own_status = true;
+	c->done = true;
+	c->status = SAM_STAT_CHECK_CONDITION;
+	make_sense(c->req.sense, key, asc, ascq);
+	c->req.sense_len = 18;
+	c->xfer = 0;
+}
+
+/* The CDB is in: decode it, record the direction, and start it. */
+static void cmd_start(struct lsi *s)
+{
+	struct lsi_target *t = &s->tgt[s->target];
+	struct lsi_cmd *c;
+	struct scsi_cmd_info info;
+	bool lun_ok = scsi_lun_present(&t->luns, s->lun);
+
+	s->selecting = false;
+	if (tag_overlaps(s, s->target, s->lun, s->sel_tag)) {
+		/* A tag still in use: the initiator lost track. Abort the
+		 * task set as SAM asks, then report the overlap. */
+		abort_matching(s, s->target, s->lun, -2, false);
+	}
+	c = cmd_alloc(s);
+	if (!c) {
+		s->bus_status = SAM_STAT_TASK_SET_FULL;
+		tgt_next(s);
+		return;
+	}
+	c->target = s->target;
+	c->lun = s->lun;
+	c->tag = s->sel_tag;
+	memcpy(c->req.cdb, s->cdb, sizeof(c->req.cdb));
+	c->req.cdb_len = s->cdb_len;
+	c->req.q = s->q;
+	c->req.done = lsi_req_done;
+	c->req.seg_done = lsi_seg_done;
+	c->req.iov = NULL;
+	c->req.iovcnt = 0;
+	c->req.buf_len = 0;
+	c->req.buf_dir = SCSI_DIR_NONE;
+	c->req.sense_len = 0;
+	s->cur = c;
+
+	if (s->cdb[0] == 0x03 && t->sense_len && t->sense_lun == s->lun) {
+		/* REQUEST SENSE after our CHECK CONDITION: the sense we kept. */
+		uint32_t alloc = s->cdb[4];
+
+		if (!param_get(s, c)) {
+			s->cur = NULL;
+			cmd_free(s, c);
+			s->bus_status = SAM_STAT_BUSY;
+			tgt_next(s);
+			return;
+		}
+		memcpy(c->param_iov.iov_base, t->sense, t->sense_len);
+		c->dir = SCSI_DIR_FROM_DEV;
+		c->xfer = alloc < t->sense_len ? alloc : t->sense_len;
+		c->own_status = true;
+		c->done = true;
+		c->status = SAM_STAT_GOOD;
+		t->sense_len = 0;
+		tgt_next(s);
+		return;
+	}
+	if (t->sense_lun == s->lun)
+		t->sense_len = 0;	/* contingent allegiance ends */
+
+	if (lun_ok) {
+		scsi_disk_decode(t->disk, s->cdb, s->cdb_len, &info);
+	} else {
+		info.dir = s->cdb[0] == 0x12 || s->cdb[0] == 0xa0 ||
+					   s->cdb[0] == 0x03 ?
+				   SCSI_DIR_FROM_DEV :
+				   SCSI_DIR_NONE;
+		info.xfer = SCSI_PARAM_MAX;
+		info.direct = false;
+	}
+	c->dir = info.dir;
+	c->xfer = info.dir == SCSI_DIR_NONE ? 0 : info.xfer;
+	c->direct = info.direct;
+
+	if (c->direct) {
+		if (scsi_disk_begin(t->disk, &c->req) == 1) {
+			/* done() ran: CHECK CONDITION, no data phase */
+			c->xfer = 0;
+			tgt_next(s);
+			return;
+		}
+		c->began = true;
+		if (!c->xfer) {
+			c->ended = true;
+			scsi_disk_end(&c->req);
+		}
+		tgt_next(s);
+		return;
+	}
+	if (c->dir == SCSI_DIR_TO_DEV && c->xfer > SCSI_PARAM_MAX) {
+		own_check(c, SENSE_ILLEGAL_REQUEST, 0x1a, 0x00);
+		tgt_next(s);
+		return;
+	}
+	if (c->dir != SCSI_DIR_NONE && !param_get(s, c)) {
+		s->cur = NULL;
+		cmd_free(s, c);
+		s->bus_status = SAM_STAT_BUSY;
+		tgt_next(s);
+		return;
+	}
+	if (c->dir == SCSI_DIR_TO_DEV) {
+		c->param_iov.iov_len = c->xfer;
+		tgt_next(s);	/* data-out first, submit when it is in */
+		return;
+	}
+	if (c->dir == SCSI_DIR_FROM_DEV) {
+		if (c->xfer < c->param_iov.iov_len)
+			c->param_iov.iov_len = c->xfer;
+		c->req.iov = &c->param_iov;
+		c->req.iovcnt = 1;
+		c->req.buf_len = c->param_iov.iov_len;
+		c->req.buf_dir = SCSI_DIR_FROM_DEV;
+		c->xfer = 0;	/* known when done() reports xferred */
+	}
+	c->submitted = true;
+	if (lun_ok)
+		scsi_disk_submit(t->disk, &c->req);
+	else
+		scsi_lun_absent_submit(&t->luns, &c->req);
+	tgt_next(s);
+}
+
+/* Parses one complete message from the initiator. Returns true when the
+ * bytes so far are a whole message. */
+static bool msgout_complete(struct lsi *s)
+{
+	uint8_t *m = s->msgout;
+	unsigned int n = s->msgout_len;
+
+	if (m[0] & LSI_MSG_IDENTIFY)
+		return true;
+	if (m[0] >= 0x20 && m[0] <= 0x2f)
+		return n >= 2;
+	if (m[0] == LSI_MSG_EXTENDED)
+		return n >= 2 && n >= 2u + (m[1] ? m[1] : 256);
+	return true;
+}
+
+static void msgout_exec(struct lsi *s)
+{
+	uint8_t *m = s->msgout;
+	struct lsi_target *t = &s->tgt[s->target];
+
+	if (m[0] & LSI_MSG_IDENTIFY) {
+		s->lun = m[0] & 0x07;
+		s->disc_priv = m[0] & 0x40;
+		s->identified = true;
+		return;
+	}
+	switch (m[0]) {
+	case LSI_MSG_SIMPLE_TAG:
+	case LSI_MSG_HEAD_TAG:
+	case LSI_MSG_ORDERED_TAG:
+		if (!s->selecting) {
+			msgin_push(s, LSI_MSG_REJECT);
+			return;
+		}
+		s->sel_tag = m[1];
+		return;
+	case LSI_MSG_EXTENDED:
+		if (m[2] == LSI_EXT_SDTR && m[1] == 3) {
+			/* We move data at memory speed whatever the bus
+			 * timing: answer asynchronous (offset 0). */
+			msgin_push(s, LSI_MSG_EXTENDED);
+			msgin_push(s, 3);
+			msgin_push(s, LSI_EXT_SDTR);
+			msgin_push(s, m[3]);
+			msgin_push(s, 0);
+			return;
+		}
+		if (m[2] == LSI_EXT_WDTR && m[1] == 2) {
+			/* Narrow transfers: no odd-byte (WSR/WSS) cases. */
+			msgin_push(s, LSI_MSG_EXTENDED);
+			msgin_push(s, 2);
+			msgin_push(s, LSI_EXT_WDTR);
+			msgin_push(s, 0);
+			return;
+		}
+		msgin_push(s, LSI_MSG_REJECT);	/* PPR and others */
+		return;
+	case LSI_MSG_ABORT:
+		abort_matching(s, s->target, s->lun, -2, false);
+		s->msgout_abort = true;
+		return;
+	case LSI_MSG_ABORT_TAG:
+		if (s->cur)
+			cmd_abort(s, s->cur, false);
+		else if (s->sel_tag >= 0)
+			abort_matching(s, s->target, s->lun, s->sel_tag, false);
+		s->msgout_abort = true;
+		return;
+	case LSI_MSG_CLEAR_QUEUE:
+		abort_matching(s, s->target, s->lun, -2, false);
+		s->msgout_abort = true;
+		return;
+	case LSI_MSG_BUS_DEVICE_RESET:
+		abort_matching(s, s->target, -1, -2, true);
+		if (t->disk)
+			scsi_disk_reset(t->disk, false);
+		t->sense_len = 0;
+		s->msgout_abort = true;
+		return;
+	case LSI_MSG_NOP:
+	case LSI_MSG_REJECT:	/* the initiator refused ours: fine */
+	case LSI_MSG_INITIATOR_DET_ERR:
+	case LSI_MSG_PARITY_ERROR:
+		return;
+	default:
+		msgin_push(s, LSI_MSG_REJECT);
+		return;
+	}
+}
+
+static void msgout_byte(struct lsi *s, uint8_t b)
+{
+	if (s->msgout_skip) {
+		s->msgout_skip--;
+		return;
+	}
+	s->msgout[s->msgout_len++] = b;
+	if (s->msgout_len == 2 && s->msgout[0] == LSI_MSG_EXTENDED &&
+	    2u + (s->msgout[1] ? s->msgout[1] : 256) > LSI_MSG_MAX) {
+		/* Longer than any message we implement: reject, skip it. */
+		s->msgout_skip = s->msgout[1] ? s->msgout[1] : 256;
+		s->msgout_len = 0;
+		msgin_push(s, LSI_MSG_REJECT);
+		return;
+	}
+	if (!msgout_complete(s))
+		return;
+	msgout_exec(s);
+	s->msgout_len = 0;
+}
+
+/* ---- bus services for the SCRIPTS processor ---------------------------- */
+
+static void ack_release(struct lsi *s)
+{
+	if (!s->ack_hold)
+		return;
+	s->ack_hold = false;
+	if (s->after_msgin == LSI_AFTER_FREE) {
+		struct lsi_cmd *c = s->disconnecting;
+
+		s->after_msgin = LSI_AFTER_NEXT;
+		s->disconnecting = NULL;
+		bus_free(s);
+		if (c && c->in_use && c->done && !c->aborted && !c->queued)
+			cmd_ready(s, c);	/* completed meanwhile */
+		return;
+	}
+	tgt_next(s);
+}
+
+int lsi_bus_phase(struct lsi *s)
+{
+	ack_release(s);
+	if (!s->connected)
+		return -LSI_BUS_FREE;
+	if (s->req_wait)
+		return -LSI_BUS_WAIT;
+	return s->phase;
+}
+
+void lsi_bus_set_atn(struct lsi *s, bool on)
+{
+	s->atn = on;
+	if (on)
+		s->regs[LSI_SOCL] |= LSI_SOCL_ATN;
+	else
+		s->regs[LSI_SOCL] &= ~LSI_SOCL_ATN;
+}
+
+void lsi_bus_set_ack(struct lsi *s)
+{
+	s->ack = true;
+}
+
+void lsi_bus_clear_ack(struct lsi *s)
+{
+	s->ack = false;
+	ack_release(s);
+}
+
+bool lsi_bus_connected(struct lsi *s)
+{
+	ack_release(s);
+	return s->connected;
+}
+
+int lsi_bus_select(struct lsi *s, unsigned int id, bool atn)
+{
+	s->regs[LSI_SSTAT0] |= LSI_SSTAT0_WOA;
+	if (id >= LSI_MAX_TARGETS || id == LSI_HOST_ID || !s->tgt[id].disk) {
+		s->sto_pending = true;
+		return LSI_BUS_FREE;
+	}
+	bus_free(s);
+	s->connected = true;
+	s->regs[LSI_SCNTL1] |= LSI_SCNTL1_CON;
+	s->target = id;
+	s->lun = 0;
+	s->sel_tag = -1;
+	s->identified = false;
+	s->disc_priv = false;
+	s->selecting = true;
+	s->moved_data = false;
+	s->msgout_abort = false;
+	s->msgout_skip = 0;
+	lsi_bus_set_atn(s, atn);
+	tgt_next(s);
+	return LSI_BUS_OK;
+}
+
+bool lsi_bus_reselect(struct lsi *s)
+{
+	struct lsi_cmd *c = s->resel_head;
+
+	if (s->connected || !c)
+		return false;
+	s->resel_head = c->next;
+	if (!s->resel_head)
+		s->resel_tail = &s->resel_head;
+	c->queued = false;
+	c->next = NULL;
+	bus_free(s);
+	s->connected = true;
+	s->regs[LSI_SCNTL1] |= LSI_SCNTL1_CON;
+	s->target = c->target;
+	s->lun = c->lun;
+	s->sel_tag = c->tag;
+	s->identified = true;
+	s->disc_priv = true;
+	s->moved_data = false;
+	s->msgout_abort = false;
+	s->msgout_skip = 0;
+	s->cur = c;
+	s->regs[LSI_SSID] = 0x80 | c->target;
+	if (!(s->regs[LSI_DCNTL] & LSI_DCNTL_COM))
+		s->regs[LSI_SFBR] = 1u << (c->target & 7);
+	msgin_push(s, LSI_MSG_IDENTIFY | 0x40 | c->lun);
+	if (c->tag >= 0) {
+		msgin_push(s, LSI_MSG_SIMPLE_TAG);
+		msgin_push(s, (uint8_t)c->tag);
+	}
+	set_phase(s, LSI_PHASE_MSG_IN);
+	if (s->regs[LSI_SIEN0] & LSI_SIST0_RSL)
+		lsi_scsi_interrupt(s, LSI_SIST0_RSL, 0);
+	return true;
+}
+
+static int move_msgin(struct lsi *s, uint8_t *p, uint32_t *count)
+{
+	uint32_t avail = s->msgin_len - s->msgin_pos;
+	uint32_t n = *count < avail ? *count : avail;
+
+	memcpy(p, s->msgin + s->msgin_pos, n);
+	s->regs[LSI_SFBR] = p[0];
+	s->last_in = p[n - 1];
+	s->msgin_pos += n;
+	*count -= n;
+	if (s->msgin_pos == s->msgin_len) {
+		/* The initiator holds ACK on the last byte: the target acts
+		 * once it is released (CLR ACK, or the next bus operation). */
+		s->msgin_len = s->msgin_pos = 0;
+		s->ack_hold = true;
+	}
+	return LSI_BUS_OK;
+}
+
+static int move_msgout(struct lsi *s, const uint8_t *p, uint32_t *count)
+{
+	uint32_t n = *count;
+
+	s->regs[LSI_SFBR] = p[0];
+	for (uint32_t i = 0; i < n; i++)
+		msgout_byte(s, p[i]);
+	*count = 0;
+	/* ATN drops with the last byte of a MESSAGE OUT move. */
+	lsi_bus_set_atn(s, false);
+	s->msgout_len = 0;
+	s->msgout_skip = 0;
+	if (s->msgout_abort) {
+		s->msgout_abort = false;
+		bus_free(s);
+		return LSI_BUS_OK;
+	}
+	tgt_next(s);
+	return LSI_BUS_OK;
+}
+
+static int move_command(struct lsi *s, const uint8_t *p, uint32_t *count)
+{
+	uint32_t n;
+
+	if (!s->cdb_len)
+		s->cdb_need = cdb_size(p[0]);
+	n = s->cdb_need - s->cdb_len;
+	if (n > *count)
+		n = *count;
+	memcpy(s->cdb + s->cdb_len, p, n);
+	s->regs[LSI_SFBR] = p[0];
+	s->cdb_len += n;
+	*count -= n;
+	if (s->cdb_len == s->cdb_need)
+		cmd_start(s);
+	return LSI_BUS_OK;
+}
+
+static void keep_sense(struct lsi *s, const struct lsi_cmd *c)
+{
+	struct lsi_target *t = &s->tgt[s->target];
+	uint8_t n = c->req.sense_len;
+
+	if (n > SCSI_SENSE_MAX)
+		n = SCSI_SENSE_MAX;
+	memcpy(t->sense, c->req.sense, n);
+	t->sense_len = n;
+	t->sense_lun = c->lun;
+}
+
+static int move_status(struct lsi *s, uint8_t *p, uint32_t *count)
+{
+	struct lsi_cmd *c = s->cur;
+	uint8_t st;
+
+	if (c) {
+		st = c->status;
+		if (st == SAM_STAT_CHECK_CONDITION && c->req.sense_len)
+			keep_sense(s, c);
+		cmd_free(s, c);
+	} else {
+		st = s->bus_status;
+		s->bus_status = -1;
+	}
+	p[0] = st;
+	s->regs[LSI_SFBR] = st;
+	s->last_in = st;
+	*count -= 1;
+	msgin_push(s, LSI_MSG_COMMAND_COMPLETE);
+	s->after_msgin = LSI_AFTER_FREE;
+	s->disconnecting = NULL;
+	set_phase(s, LSI_PHASE_MSG_IN);
+	return LSI_BUS_OK;
+}
+
+/* Data phase of a READ/WRITE: gather the move as an iovec on guest memory.
+ * The backend moves the data; nothing is copied here. */
+static int move_direct(struct lsi *s, struct lsi_cmd *c, uint8_t *p,
+		       uint32_t *count)
+{
+	uint32_t n = c->xfer - c->pos;
+	struct iovec *last = c->niov ? &c->iov[c->niov - 1] : NULL;
+
+	if (n > *count)
+		n = *count;
+	if (c->seg_busy)
+		return LSI_BUS_WAIT;	/* the array is on its way */
+	if (last && (uint8_t *)last->iov_base + last->iov_len == p) {
+		last->iov_len += n;
+	} else {
+		if (c->niov == LSI_CMD_MAX_IOV) {
+			seg_submit(s, c);
+			return LSI_BUS_WAIT;
+		}
+		c->iov[c->niov].iov_base = p;
+		c->iov[c->niov].iov_len = n;
+		c->niov++;
+	}
+	c->pos += n;
+	*count -= n;
+	s->moved_data = true;
+	if (c->pos == c->xfer)
+		seg_submit(s, c);
+	return LSI_BUS_OK;
+}
+
+static int move_param(struct lsi *s, struct lsi_cmd *c, uint8_t *p,
+		      uint32_t *count)
+{
+	uint8_t *buf = (uint8_t *)c->param_iov.iov_base + c->pos;
+	uint32_t n = c->xfer - c->pos;
+
+	if (n > *count)
+		n = *count;
+	if (c->dir == SCSI_DIR_FROM_DEV) {
+		memcpy(p, buf, n);
+		s->regs[LSI_SFBR] = p[0];
+		s->last_in = p[n - 1];
+	} else {
+		memcpy(buf, p, n);
+		s->regs[LSI_SFBR] = p[0];
+	}
+	c->pos += n;
+	*count -= n;
+	s->moved_data = true;
+	if (c->dir == SCSI_DIR_TO_DEV && c->pos == c->xfer) {
+		struct lsi_target *t = &s->tgt[c->target];
+
+		c->req.iov = &c->param_iov;
+		c->req.iovcnt = 1;
+		c->req.buf_len = c->xfer;
+		c->req.buf_dir = SCSI_DIR_TO_DEV;
+		c->submitted = true;
+		scsi_disk_submit(t->disk, &c->req);
+	}
+	return LSI_BUS_OK;
+}
+
+int lsi_bus_move(struct lsi *s, uint64_t addr, uint32_t *count)
+{
+	uint8_t *p;
+	int ret;
+
+	if (!*count)
+		return LSI_BUS_OK;
+	p = lsi_dma_ptr(s, addr, *count);
+	if (!p)
+		return LSI_BUS_FAULT;
+	switch (s->phase) {
+	case LSI_PHASE_MSG_IN:
+		return move_msgin(s, p, count);
+	case LSI_PHASE_MSG_OUT:
+		return move_msgout(s, p, count);
+	case LSI_PHASE_COMMAND:
+		return move_command(s, p, count);
+	case LSI_PHASE_STATUS:
+		return move_status(s, p, count);
+	case LSI_PHASE_DATA_IN:
+	case LSI_PHASE_DATA_OUT:
+		if (!s->cur)
+			return LSI_BUS_FREE;
+		ret = s->cur->direct ? move_direct(s, s->cur, p, count) :
+				       move_param(s, s->cur, p, count);
+		if (ret == LSI_BUS_OK && s->cur && s->cur->pos == s->cur->xfer)
+			tgt_next(s);
+		return ret;
+	}
+	return LSI_BUS_FREE;
+}
+
+/* ---- resets -------------------------------------------------------------- */
+
+/* SCSI bus reset: every target drops every task. */
+static void bus_reset(struct lsi *s)
+{
+	abort_matching(s, -1, -1, -2, true);
+	for (unsigned int i = 0; i < LSI_MAX_TARGETS; i++) {
+		if (s->tgt[i].disk)
+			scsi_disk_reset(s->tgt[i].disk, false);
+		s->tgt[i].sense_len = 0;
+	}
+	s->after_msgin = LSI_AFTER_NEXT;
+	s->disconnecting = NULL;
+	s->ack_hold = false;
+	bus_free(s);
+	s->sto_pending = false;
+}
+
+static void chip_reset(struct lsi *s)
+{
+	memset(s->regs, 0, sizeof(s->regs));
+	s->dstat = s->sist0 = s->sist1 = 0;
+	s->istat = 0;
+	s->carry = false;
+	s->scr = LSI_SCR_IDLE;
+	s->sto_pending = false;
+	s->regs[LSI_SCNTL0] = 0xc0;
+	s->regs[LSI_SCID] = LSI_HOST_ID;
+	s->regs[LSI_DCMD] = 0x40;
+	s->regs[LSI_CTEST2] = LSI_CTEST2_DACK;
+	s->regs[LSI_RESPID0] = 0x80;
+	s->regs[LSI_GPREG] = 0x0f;
+	lsi_update_irq(s);
+}
+
+/* ---- register file ------------------------------------------------------ */
+
+uint8_t lsi_reg_read(struct lsi *s, unsigned int off, bool scripts)
+{
+	uint8_t v;
+
+	switch (off) {
+	case LSI_DSTAT:
+		v = s->dstat | LSI_DSTAT_DFE;
+		s->dstat = 0;
+		lsi_update_irq(s);
+		return v;
+	case LSI_SIST0:
+		v = s->sist0;
+		s->sist0 = 0;
+		lsi_update_irq(s);
+		return v;
+	case LSI_SIST1:
+		v = s->sist1;
+		s->sist1 = 0;
+		lsi_update_irq(s);
+		return v;
+	case LSI_ISTAT:
+		v = s->istat & ~LSI_ISTAT_CON;
+		if (s->connected)
+			v |= LSI_ISTAT_CON;
+		return v;
+	case 0x15:	/* ISTAT1 exists on later chips: reads as zero */
+		return 0;
+	case LSI_SSTAT0:
+		v = s->regs[LSI_SSTAT0];
+		if (s->regs[LSI_SCNTL1] & LSI_SCNTL1_RST)
+			v |= LSI_SSTAT0_RST;
+		return v;
+	case LSI_SSTAT1:
+		return s->connected ? s->phase : 0;
+	case LSI_SSTAT2:
+		return s->connected ? 0 : LSI_SSTAT2_LDSC;
+	case LSI_SBCL:
+		if (!s->connected)
+			return 0;
+		v = LSI_SBCL_BSY | s->phase;
+		if (!s->req_wait)
+			v |= LSI_SBCL_REQ;
+		if (s->atn)
+			v |= LSI_SBCL_ATN;
+		if (s->ack_hold || s->ack)
+			v |= LSI_SBCL_ACK;
+		return v;
+	case LSI_CTEST0:
+		return 0xff;
+	case LSI_CTEST1:
+		return 0xf0;	/* DMA FIFO empty */
+	case LSI_CTEST2:
+		v = s->regs[LSI_CTEST2] | LSI_CTEST2_DACK | LSI_CTEST2_CM;
+		if (s->istat & LSI_ISTAT_SIGP) {
+			s->istat &= ~LSI_ISTAT_SIGP;
+			v |= LSI_CTEST2_SIGP;
+		}
+		return v;
+	case LSI_CTEST3:
+		return (s->regs[LSI_CTEST3] & 0x0f) | (LSI_PCI_REVISION << 4);
+	case LSI_SIDL:
+		return s->last_in;
+	case LSI_SIDL + 1:
+	case LSI_SBDL + 1:
+		return 0;
+	case LSI_SBDL:
+		if (s->connected && s->phase == LSI_PHASE_MSG_IN &&
+		    s->msgin_pos < s->msgin_len)
+			return s->msgin[s->msgin_pos];
+		return 0;
+	case LSI_STEST4:
+		return LSI_STEST4_LCKFRQ;	/* the clock multiplier locks */
+	case LSI_MACNTL:
+		return 0x50;	/* chip type nibble, memory access local */
+	default:
+		return s->regs[off];
+	}
+}
+
+static void dsp_written(struct lsi *s)
+{
+	if (!(s->regs[LSI_DMODE] & LSI_DMODE_MAN))
+		lsi_scripts_start(s);
+}
+
+void lsi_reg_write(struct lsi *s, unsigned int off, uint8_t val, bool scripts)
+{
+	switch (off) {
+	case LSI_SCNTL1:
+		if ((val & LSI_SCNTL1_RST) &&
+		    !(s->regs[LSI_SCNTL1] & LSI_SCNTL1_RST)) {
+			s->regs[LSI_SCNTL1] = val & ~LSI_SCNTL1_CON;
+			bus_reset(s);
+			lsi_scsi_interrupt(s, LSI_SIST0_RST, 0);
+			return;
+		}
+		/* CON is the bus state, not a control bit. */
+		s->regs[LSI_SCNTL1] = (val & ~LSI_SCNTL1_CON) |
+				      (s->connected ? LSI_SCNTL1_CON : 0);
+		return;
+	case LSI_SCNTL2:
+		s->regs[off] = val & ~(LSI_SCNTL2_WSR | LSI_SCNTL2_WSS);
+		return;
+	case LSI_SDID:
+		s->regs[off] = val & 0x0f;
+		return;
+	case LSI_SFBR:
+		/* Written by SCRIPTS register moves (and CPUs that insist). */
+		s->regs[off] = val;
+		return;
+	case LSI_SSID:
+	case LSI_SBCL:
+	case LSI_DSTAT:
+	case LSI_SSTAT0:
+	case LSI_SSTAT1:
+	case LSI_SSTAT2:
+	case LSI_CTEST0:
+	case LSI_CTEST1:
+	case LSI_SIST0:
+	case LSI_SIST1:
+	case LSI_SIDL:
+	case LSI_SBDL:
+	case LSI_STEST4:
+	case 0x15:
+		return;	/* read-only */
+	case LSI_ISTAT:
+		s->istat = (s->istat & 0x0f) |
+			   (val & (LSI_ISTAT_SEM | LSI_ISTAT_SIGP));
+		if (val & LSI_ISTAT_INTF) {
+			s->istat &= ~LSI_ISTAT_INTF;
+			lsi_update_irq(s);
+		}
+		if (val & LSI_ISTAT_ABRT) {
+			s->scr = LSI_SCR_IDLE;
+			lsi_dma_interrupt(s, LSI_DSTAT_ABRT);
+		}
+		if (val & LSI_ISTAT_SRST) {
+			/* The chip lets go of the bus: targets see it as a
+			 * lost nexus and drop their tasks. */
+			bus_reset(s);
+			chip_reset(s);
+		}
+		if ((val & LSI_ISTAT_SIGP) && s->scr == LSI_SCR_WAIT_RESEL) {
+			s->scr = LSI_SCR_RUN;
+			lsi_kick(s);
+		}
+		return;
+	case LSI_CTEST2:
+		s->regs[off] = val & 0x08;
+		return;
+	case LSI_CTEST3:
+		s->regs[off] = val & 0x0f & ~(LSI_CTEST3_CLF | LSI_CTEST3_FLF);
+		return;
+	case LSI_DSP + 3:
+		s->regs[off] = val;
+		if (!scripts)
+			dsp_written(s);
+		return;
+	case LSI_DCNTL:
+		s->regs[off] = val & ~LSI_DCNTL_STD;
+		if ((val & LSI_DCNTL_STD) && !scripts)
+			lsi_scripts_start(s);
+		return;
+	case LSI_DIEN:
+	case LSI_SIEN0:
+	case LSI_SIEN1:
+		s->regs[off] = val;
+		lsi_update_irq(s);
+		return;
+	case LSI_STIME1:
+		s->regs[off] = val;
+		/* The general purpose timer is used by drivers to measure the
+		 * SCSI clock; we expire it at once (the clock is nominal). */
+		if (val & LSI_STIME1_GEN_MASK)
+			lsi_scsi_interrupt(s, 0, LSI_SIST1_GEN);
+		return;
+	default:
+		s->regs[off] = val;
+		return;
+	}
+}
+
+/* ---- access from the CPU ----------------------------------------------- */
+
+void lsi_reg_io(struct lsi *s, uint64_t off, void *data, unsigned int len,
+		bool is_write)
+{
+	uint8_t *d = data;
+
+	pthread_mutex_lock(&s->lock);
+	for (unsigned int i = 0; i < len; i++) {
+		unsigned int r = (off + i) & (LSI_NREGS - 1);
+
+		if (is_write)
+			lsi_reg_write(s, r, d[i], false);
+		else
+			d[i] = lsi_reg_read(s, r, false);
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+void lsi_ram_io(struct lsi *s, uint64_t off, void *data, unsigned int len,
+		bool is_write)
+{
+	if (off >= LSI_RAM_SIZE || len > LSI_RAM_SIZE - off) {
+		if (!is_write)
+			memset(data, 0xff, len);
+		return;
+	}
+	/* SCRIPTS fetch from this RAM on the HBA thread: a word written by
+	 * the CPU must not be seen half-written. */
+	pthread_mutex_lock(&s->lock);
+	if (is_write)
+		memcpy(s->ram + off, data, len);
+	else
+		memcpy(data, s->ram + off, len);
+	pthread_mutex_unlock(&s->lock);
+}
+
+void lsi_set_ram_base(struct lsi *s, uint64_t gpa)
+{
+	pthread_mutex_lock(&s->lock);
+	s->ram_base = gpa;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* ---- running ------------------------------------------------------------- */
+
+long lsi_poll(struct lsi *s, bool wait, long budget)
+{
+	long total = 0;
+
+	pthread_mutex_lock(&s->lock);
+	for (;;) {
+		long n;
+
+		blkq_reap(s->q, false);
+		n = lsi_scripts_run(s, budget - total);
+		total += n;
+		blkq_submit(s->q);
+		if (total >= budget)
+			break;
+		if (s->scr == LSI_SCR_RUN)
+			continue;
+		if (!wait || !blkq_inflight(s->q))
+			break;
+		blkq_reap(s->q, true);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return total;
+}
+
+static void *lsi_thread(void *arg)
+{
+	struct lsi *s = arg;
+	struct pollfd pfd[2];
+
+	pfd[0].fd = s->kick_fd;
+	pfd[0].events = POLLIN;
+	pfd[1].fd = blkq_event_fd(s->q);
+	pfd[1].events = POLLIN;
+	pthread_mutex_lock(&s->lock);
+	while (!s->stopping) {
+		uint64_t v;
+
+		blkq_reap(s->q, false);
+		lsi_scripts_run(s, LSI_SCRIPTS_SLICE);
+		blkq_submit(s->q);
+		if (s->scr == LSI_SCR_RUN) {
+			/* Let register accesses in between slices. */
+			pthread_mutex_unlock(&s->lock);
+			pthread_mutex_lock(&s->lock);
+			continue;
+		}
+		pthread_mutex_unlock(&s->lock);
+		poll(pfd, pfd[1].fd >= 0 ? 2 : 1, -1);
+		if (read(s->kick_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+			pr_err("lsi: kick read: %s", strerror(errno));
+		pthread_mutex_lock(&s->lock);
+	}
+	/* Shutdown: in-flight backend I/O finishes into guest memory. */
+	while (blkq_inflight(s->q))
+		if (blkq_reap(s->q, true) < 0)
+			break;
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+struct lsi *lsi_create(const struct lsi_params *p)
+{
+	struct lsi *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->p = *p;
+	s->kick_fd = -1;
+	pthread_mutex_init(&s->lock, NULL);
+	s->cmds = calloc(LSI_MAX_CMDS, sizeof(*s->cmds));
+	s->param_mem = malloc((size_t)LSI_PARAM_BUFS * SCSI_PARAM_MAX);
+	/* One segment in flight per command, plus the target's own stages
+	 * (flush after a write-through write). */
+	s->q = blkq_create(2 * LSI_MAX_CMDS);
+	if (!s->cmds || !s->param_mem || !s->q)
+		goto fail;
+	if (p->threaded) {
+		s->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (s->kick_fd < 0)
+			goto fail;
+	}
+	for (int i = LSI_MAX_CMDS - 1; i >= 0; i--) {
+		s->cmds[i].s = s;
+		s->cmds[i].next = s->free_cmds;
+		s->free_cmds = &s->cmds[i];
+	}
+	s->param_free = (1u << LSI_PARAM_BUFS) - 1;
+	s->resel_tail = &s->resel_head;
+	s->bus_status = -1;
+	chip_reset(s);
+	return s;
+fail:
+	if (s->q)
+		blkq_destroy(s->q);
+	if (s->kick_fd >= 0)
+		close(s->kick_fd);
+	free(s->param_mem);
+	free(s->cmds);
+	free(s);
+	return NULL;
+}
+
+int lsi_attach(struct lsi *s, unsigned int target, struct blk_backend *be)
+{
+	struct lsi_target *t;
+
+	if (target >= LSI_MAX_TARGETS || target == LSI_HOST_ID)
+		return -EINVAL;
+	t = &s->tgt[target];
+	if (t->disk)
+		return -EBUSY;
+	memset(&t->luns, 0, sizeof(t->luns));
+	t->luns.bits[0] = 1;	/* LUN 0 */
+	t->disk = scsi_disk_create(be, &t->luns);
+	if (!t->disk)
+		return -errno ? -errno : -ENOMEM;
+	t->be = be;
+	return 0;
+}
+
+int lsi_start(struct lsi *s)
+{
+	int ret;
+
+	if (!s->p.threaded)
+		return 0;
+	ret = pthread_create(&s->thread, NULL, lsi_thread, s);
+	if (ret)
+		return -ret;
+	s->thread_started = true;
+	return 0;
+}
+
+void lsi_destroy(struct lsi *s)
+{
+	if (!s)
+		return;
+	if (s->thread_started) {
+		pthread_mutex_lock(&s->lock);
+		s->stopping = true;
+		pthread_mutex_unlock(&s->lock);
+		lsi_kick(s);
+		pthread_join(s->thread, NULL);
+	} else {
+		while (blkq_inflight(s->q))
+			if (blkq_reap(s->q, true) < 0)
+				break;
+	}
+	blkq_destroy(s->q);
+	for (unsigned int i = 0; i < LSI_MAX_TARGETS; i++)
+		if (s->tgt[i].disk)
+			scsi_disk_destroy(s->tgt[i].disk);
+	if (s->kick_fd >= 0)
+		close(s->kick_fd);
+	pthread_mutex_destroy(&s->lock);
+	free(s->param_mem);
+	free(s->cmds);
+	free(s);
+}
+
+unsigned int lsi_cmds_active(const struct lsi *s)
+{
+	return s->active;
+}
