@@ -683,6 +683,11 @@ void lsi_bus_set_atn(struct lsi *s, bool on)
 		s->regs[LSI_SOCL] |= LSI_SOCL_ATN;
 	else
 		s->regs[LSI_SOCL] &= ~LSI_SOCL_ATN;
+	/* The target answers ATN at its next REQ: MESSAGE OUT. A message
+	 * being received (ACK held) finishes first. */
+	if (on && s->connected && !s->ack_hold && !s->req_wait &&
+	    s->phase != LSI_PHASE_MSG_IN)
+		set_phase(s, LSI_PHASE_MSG_OUT);
 }
 
 void lsi_bus_set_ack(struct lsi *s)

@@ -3,6 +3,7 @@
  * commands that disconnect and come back by reselection, a done queue and
  * INTFLY. Fake guest RAM, a fake block queue that completes when and in
  * the order the test says, no KVM. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +16,7 @@
 #include <cmocka.h>
 
 #include "fake_blkq.h"
+#include "scsi/disk.h"
 #include "scsi/lsi53c895a.h"
 #include "scsi/lsi_regs.h"
 
@@ -31,7 +33,7 @@
 #define CMDBASE 0x100000u	/* DSA = CMDBASE | tag << 8 */
 #define DROUT 0x200000u		/* per-tag data routines */
 #define SGBASE 0x400000u	/* per-tag big SG tables */
-#define DATA 0x800000u		/* data buffers */
+#define DBUF 0x800000u		/* data buffers */
 #define RAM_BAR 0xf0000000u
 
 /* Command block (DSA-relative). */
@@ -427,8 +429,8 @@ static void expect_idle(void)
 static void test_read_write_complete(void **state)
 {
 	uint8_t cdb[10];
-	struct sg sg[3] = { { DATA, 4096 }, { DATA + 0x3000, 512 },
-			    { DATA + 0x5000, 3584 } };
+	struct sg sg[3] = { { DBUF, 4096 }, { DBUF + 0x3000, 512 },
+			    { DBUF + 0x5000, 3584 } };
 	uint8_t want[8192];
 
 	/* READ(10) 16 blocks at LBA 8 into three segments. */
@@ -443,9 +445,9 @@ static void test_read_write_complete(void **state)
 	assert_int_equal(ram[dsa_of(1) + OFF_STATUS_BYTE], 0);
 	for (unsigned int i = 0; i < sizeof(want); i++)
 		want[i] = pattern(8 * 512 + i);
-	assert_memory_equal(ram + DATA, want, 4096);
-	assert_memory_equal(ram + DATA + 0x3000, want + 4096, 512);
-	assert_memory_equal(ram + DATA + 0x5000, want + 4608, 3584);
+	assert_memory_equal(ram + DBUF, want, 4096);
+	assert_memory_equal(ram + DBUF + 0x3000, want + 4096, 512);
+	assert_memory_equal(ram + DBUF + 0x5000, want + 4608, 3584);
 	assert_true(reg_rd(LSI_ISTAT) & LSI_ISTAT_INTF);
 	assert_int_equal(irq_level, 1);
 	reg_wr(LSI_ISTAT, LSI_ISTAT_INTF);
@@ -453,7 +455,7 @@ static void test_read_write_complete(void **state)
 
 	/* WRITE(10) of those 16 blocks to LBA 100 on target 2. */
 	for (unsigned int i = 0; i < 4096; i++)
-		ram[DATA + i] = (uint8_t)~i;
+		ram[DBUF + i] = (uint8_t)~i;
 	rw10(cdb, 0x2a, 100, 16);
 	make_cmd(2, 2, cdb, 10, LSI_PHASE_DATA_OUT, sg, 3);
 	queue_job(2);
@@ -466,9 +468,9 @@ static void test_read_write_complete(void **state)
 		uint8_t got[8192];
 
 		assert_int_equal(pread(be[1].fd, got, 8192, 100 * 512), 8192);
-		assert_memory_equal(got, ram + DATA, 4096);
-		assert_memory_equal(got + 4096, ram + DATA + 0x3000, 512);
-		assert_memory_equal(got + 4608, ram + DATA + 0x5000, 3584);
+		assert_memory_equal(got, ram + DBUF, 4096);
+		assert_memory_equal(got + 4096, ram + DBUF + 0x3000, 512);
+		assert_memory_equal(got + 4608, ram + DBUF + 0x5000, 3584);
 	}
 	/* The data went to the backend as one request of the guest's own
 	 * segments, in place. */
@@ -487,7 +489,7 @@ static void test_tagged_out_of_order(void **state)
 	for (unsigned int t = 0; t < 4; t++) {
 		bool wr = t & 1;
 
-		sg.addr = DATA + t * 0x10000;
+		sg.addr = DBUF + t * 0x10000;
 		sg.len = 0x8000;
 		if (wr)
 			memset(ram + sg.addr, 0xa0 + t, sg.len);
@@ -523,11 +525,11 @@ static void test_tagged_out_of_order(void **state)
 		if (t & 1) {
 			assert_int_equal(pread(be[0].fd, got, sizeof(got), off),
 					 sizeof(got));
-			assert_memory_equal(got, ram + DATA + t * 0x10000,
+			assert_memory_equal(got, ram + DBUF + t * 0x10000,
 					    sizeof(got));
 		} else {
 			for (unsigned int j = 0; j < sizeof(got); j++)
-				assert_int_equal(ram[DATA + t * 0x10000 + j],
+				assert_int_equal(ram[DBUF + t * 0x10000 + j],
 						 pattern(off + j));
 		}
 	}
@@ -540,7 +542,7 @@ static void test_tagged_out_of_order(void **state)
 static void test_inquiry_phase_mismatch(void **state)
 {
 	uint8_t cdb[6] = { 0x12, 0, 0, 0, 255, 0 };
-	struct sg sg = { DATA, 255 };
+	struct sg sg = { DBUF, 255 };
 	uint32_t dbc, dsp;
 	uint8_t sist0;
 
@@ -557,11 +559,11 @@ static void test_inquiry_phase_mismatch(void **state)
 	assert_true(dbc > 0 && dbc < 255);
 	/* the FIFO counters agree with DBC (no bytes stuck in the FIFO) */
 	assert_int_equal(reg_rd(LSI_DFIFO), dbc & 0xff);
-	assert_int_equal(reg_rd32(LSI_DNAD), DATA + 255 - dbc);
+	assert_int_equal(reg_rd32(LSI_DNAD), DBUF + 255 - dbc);
 	dsp = reg_rd32(LSI_DSP);
 	assert_int_equal(dsp, DROUT + 3 * 0x4000 + 8);
-	assert_int_equal(ram[DATA], 0x00);	/* direct access disk */
-	assert_int_equal(ram[DATA + 2] >= 5, 1);	/* SPC version */
+	assert_int_equal(ram[DBUF], 0x00);	/* direct access disk */
+	assert_int_equal(ram[DBUF + 2] >= 5, 1);	/* SPC version */
 	/* resume at the dispatcher: status, complete */
 	reg_wr32(LSI_DSP, L_dispatch);
 	run();
@@ -582,7 +584,7 @@ static void test_inquiry_phase_mismatch(void **state)
 	assert_int_equal(ndone(), 2);
 	assert_int_equal(reg_rd32(LSI_IA), DROUT + 3 * 0x4000);
 	assert_int_equal(reg_rd32(LSI_RBC) & 0xffffff, dbc);
-	assert_int_equal(reg_rd32(LSI_UA), DATA + 255 - dbc);
+	assert_int_equal(reg_rd32(LSI_UA), DBUF + 255 - dbc);
 }
 
 /* Bad SCSI status: CHECK CONDITION, then REQUEST SENSE gets the sense the
@@ -591,8 +593,8 @@ static void test_check_condition_sense(void **state)
 {
 	uint8_t cdb[10];
 	uint8_t rs[6] = { 0x03, 0, 0, 0, 18, 0 };
-	struct sg sg = { DATA, 512 };
-	struct sg ss = { DATA + 0x1000, 18 };
+	struct sg sg = { DBUF, 512 };
+	struct sg ss = { DBUF + 0x1000, 18 };
 
 	rw10(cdb, 0x28, DISK_SIZE / 512, 1);	/* past the end */
 	make_cmd(1, 0, cdb, 10, LSI_PHASE_DATA_IN, &sg, 1);
@@ -608,9 +610,9 @@ static void test_check_condition_sense(void **state)
 	run();
 	expect_idle();
 	assert_int_equal(ram[dsa_of(2) + OFF_STATUS_BYTE], 0);
-	assert_int_equal(ram[DATA + 0x1000] & 0x7f, 0x70);
-	assert_int_equal(ram[DATA + 0x1000 + 2] & 0xf, SENSE_ILLEGAL_REQUEST);
-	assert_int_equal(ram[DATA + 0x1000 + 12], 0x21);	/* LBA range */
+	assert_int_equal(ram[DBUF + 0x1000] & 0x7f, 0x70);
+	assert_int_equal(ram[DBUF + 0x1000 + 2] & 0xf, SENSE_ILLEGAL_REQUEST);
+	assert_int_equal(ram[DBUF + 0x1000 + 12], 0x21);	/* LBA range */
 }
 
 /* A transfer of 4 MiB over 1024 scattered pages: host memory stays at
@@ -624,7 +626,7 @@ static void test_memory_bound(void **state)
 
 	for (unsigned int i = 0; i < 1024; i++) {
 		/* every other page: no two segments merge */
-		sg[i].addr = DATA + i * 8192;
+		sg[i].addr = DBUF + i * 8192;
 		sg[i].len = 4096;
 		memset(ram + sg[i].addr, i & 0xff, 4096);
 	}
@@ -645,7 +647,7 @@ static void test_memory_bound(void **state)
 		assert_memory_equal(got, ram + sg[i].addr, 4096);
 	}
 	/* and back, as a read */
-	memset(ram + DATA, 0, 1024 * 8192);
+	memset(ram + DBUF, 0, 1024 * 8192);
 	rw10(cdb, 0x28, 0, 8192);
 	make_big_cmd(10, cdb, 10, LSI_PHASE_DATA_IN, sg, 1024);
 	queue_job(10);
@@ -728,6 +730,31 @@ static void test_bad_dma(void **state)
 	assert_int_equal(lsi_cmds_active(hba), 0);
 	assert_int_equal(reg_rd(LSI_ISTAT) & LSI_ISTAT_CON, 0);
 	/* after the reset the next command gets UNIT ATTENTION, then works */
+	w32(JOBPTR, JOBQ);
+	njobs = 0;
+	w32(DONEPTR, DONEQ);
+	/* every target on the bus saw the reset */
+	for (unsigned int t = 0; t <= 2; t += 2) {
+		uint8_t tur[6] = { 0 };
+		uint8_t rs[6] = { 0x03, 0, 0, 0, 18, 0 };
+		struct sg ss = { DBUF + 0x1000, 18 };
+
+		make_cmd(1, t, tur, 6, -1, NULL, 0);
+		queue_job(1);
+		kick(t == 0);
+		run();
+		expect_idle();
+		assert_int_equal(ram[dsa_of(1) + OFF_STATUS_BYTE],
+				 SAM_STAT_CHECK_CONDITION);
+		make_cmd(2, t, rs, 6, LSI_PHASE_DATA_IN, &ss, 1);
+		queue_job(2);
+		kick(false);
+		run();
+		expect_idle();
+		assert_int_equal(ram[dsa_of(2) + OFF_STATUS_BYTE], 0);
+		assert_int_equal(ram[DBUF + 0x1000 + 2] & 0xf,
+				 SENSE_UNIT_ATTENTION);
+	}
 	w32(JOBPTR, JOBQ);
 	njobs = 0;
 	w32(DONEPTR, DONEQ);
