@@ -1,13 +1,56 @@
-/* Device creation from the VM configuration. */
+/* Device creation from the VM configuration: the PCI bus, then one device
+ * per --disk / --share. */
 #include <errno.h>
 
 #include "devices.h"
+#include "hw/pci.h"
 #include "lib/log.h"
+#include "virtio/blk.h"
+#include "virtio/pci.h"
+#include "vm/vm.h"
+
+static int add_virtio_blk(struct vm *vm, struct pci_bus *pci,
+			  const struct disk_cfg *d)
+{
+	char err[512];
+	struct virtio_dev *dev = virtio_blk_create(d, vm_ncpus(vm), err, sizeof(err));
+	int ret;
+
+	if (!dev) {
+		pr_err("--disk: %s", err);
+		return -EINVAL;
+	}
+	ret = virtio_pci_create(vm, pci, dev);
+	if (ret)
+		dev->ops->destroy(dev);
+	return ret;
+}
 
 int devices_create(struct vm *vm, const struct vm_config *cfg)
 {
-	if (cfg->ndisks || cfg->nshares) {
-		pr_err("disks and shares are not supported by this build yet");
+	struct pci_bus *pci = pci_bus_create(vm);
+	int ret;
+
+	if (!pci)
+		return -ENOMEM;
+	for (unsigned int i = 0; i < cfg->ndisks; i++) {
+		const struct disk_cfg *d = &cfg->disks[i];
+
+		switch (d->iface) {
+		case DISK_IF_VIRTIO_BLK:
+			ret = add_virtio_blk(vm, pci, d);
+			break;
+		default:
+			pr_err("--disk %s: if=%s is not supported by this build yet",
+			       d->path, disk_if_name(d->iface));
+			ret = -ENOTSUP;
+			break;
+		}
+		if (ret)
+			return ret;
+	}
+	if (cfg->nshares) {
+		pr_err("--share is not supported by this build yet");
 		return -ENOTSUP;
 	}
 	return 0;
