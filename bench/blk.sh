@@ -1,0 +1,177 @@
+#!/bin/bash
+# Block benchmark: the probe guest's virtio-blk jobs (4k randread QD1/QD32,
+# 4k randwrite QD32, 64k seq read/write QD16, all data-verified) on iovm and
+# on QEMU (virtio-blk-pci, cache=none, aio=io_uring, an iothread) against the
+# same raw file in the same run, beside the floor (bench/blk-floor: the same
+# jobs with io_uring straight on the file). Prints per job IOPS, bandwidth,
+# mean/p99 latency, host CPU time of the VMM process per I/O (excluding the
+# time its vCPUs run guest code), and the ratios iovm/QEMU and iovm/floor.
+#
+# Usage: bench/blk.sh [--secs N] [--region SIZE] [--file PATH] [--mode poll|msix]
+#                     [--only floor,iovm,qemu]
+# Needs a build (build/iovm, build/guest/probe/probe.elf, build/bench/blk-floor;
+# BUILD=dir to use another) and qemu-system-x86_64. Not part of the test suite.
+# (fio in a Linux guest needs hardware KVM; on PVM hosts only the probe runs.)
+set -eu
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD:-$root/build}
+secs=3
+region=$((256 << 20))
+file=$build/bench-blk.img
+mode=poll
+only=floor,iovm,qemu
+
+usage() { sed -n '2,15s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
+tobytes() {
+	case $1 in
+	*[kK]) echo $((${1%?} << 10)) ;;
+	*[mM]) echo $((${1%?} << 20)) ;;
+	*[gG]) echo $((${1%?} << 30)) ;;
+	*[!0-9]* | '') echo "blk.sh: bad size '$1'" >&2; exit 2 ;;
+	*) echo "$1" ;;
+	esac
+}
+while [ $# -gt 0 ]; do
+	case $1 in
+	--secs) secs=$2; shift 2 ;;
+	--region) region=$(tobytes "$2"); shift 2 ;;
+	--file) file=$2; shift 2 ;;
+	--mode) mode=$2; shift 2 ;;
+	--only) only=$2; shift 2 ;;
+	-h | --help) usage 0 ;;
+	*) echo "blk.sh: unknown option '$1' (--help)" >&2; exit 2 ;;
+	esac
+done
+case $mode in poll | msix) ;; *) echo "blk.sh: --mode is poll or msix" >&2; exit 2 ;; esac
+case $secs in '' | *[!0-9]*) echo "blk.sh: bad --secs" >&2; exit 2 ;; esac
+[ $((region % 65536)) = 0 ] && [ "$region" -gt 0 ] ||
+	{ echo "blk.sh: --region must be a multiple of 64k" >&2; exit 2; }
+
+iovm=$build/iovm
+probe=$build/guest/probe/probe.elf
+floor=$build/bench/blk-floor
+for f in "$iovm" "$probe" "$floor"; do
+	[ -e "$f" ] || { echo "blk.sh: $f missing: build first (ninja -C build)" >&2; exit 1; }
+done
+qemu=$(command -v qemu-system-x86_64 || true)
+
+offset=$((1 << 20))
+size=$((offset + region + (1 << 20)))
+if [ ! -f "$file" ] || [ "$(stat -c %s "$file")" != "$size" ]; then
+	rm -f "$file"
+	fallocate -l "$size" "$file"	# real blocks, not a sparse file
+fi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+hz=$(getconf CLK_TCK)
+mem=$(( (region >> 20) / 64 + 128 ))M	# probe buffers + latency samples
+
+cpu_ticks() {
+	# utime + stime - guest_time of the whole process (all threads), in
+	# clock ticks: the VMM's own host CPU, without the time the vCPU threads
+	# spend running guest code (the probe busy-polls, which would otherwise
+	# make every VMM look like one full CPU per vCPU)
+	sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{ print $12 + $13 - $41 }'
+}
+
+# run_vmm NAME CMD...: runs a VMM with the probe's bench, attributing the
+# VMM's CPU time to each job by sampling it at the job boundaries.
+run_vmm() {
+	name=$1
+	shift
+	mkfifo "$tmp/fifo"
+	: >"$tmp/$name.log"
+	"$@" >"$tmp/fifo" 2>"$tmp/$name.err" &
+	pid=$!
+	prev=""
+	while IFS= read -r line; do
+		echo "$line" >>"$tmp/$name.log"
+		case $line in
+		"probe: bench region"*) prev=$(cpu_ticks "$pid") ;;
+		job=*)
+			now=$(cpu_ticks "$pid")
+			ios=$(echo "$line" | tr ' ' '\n' | sed -n 's/^ios=//p')
+			cpu=$(awk -v t=$((now - prev)) -v hz="$hz" -v n="$ios" \
+				'BEGIN { printf "%.2f", t * 1e6 / hz / n }')
+			echo "$name $line cpu_us_per_io=$cpu" >>"$tmp/results"
+			prev=$now
+			;;
+		esac
+	done <"$tmp/fifo"
+	rc=0
+	wait "$pid" || rc=$?
+	rm -f "$tmp/fifo"
+	if ! grep -q '^probe: PASS' "$tmp/$name.log"; then
+		echo "blk.sh: $name run failed (status $rc):" >&2
+		tail -n 5 "$tmp/$name.log" "$tmp/$name.err" >&2
+		return 1
+	fi
+}
+
+append="bench=blk secs=$secs region=$region region_off=$offset mode=$mode"
+echo "blk.sh: file=$file region=$((region >> 20))M secs=$secs mode=$mode host=$(nproc) CPUs, $(uname -r)"
+failed=0
+case ,$only, in *,floor,*)
+	echo "== floor (io_uring, O_DIRECT)"
+	"$floor" "$file" --offset "$offset" --region "$region" --secs "$secs" |
+		tee "$tmp/floor.log" | sed -n 's/^job=/floor job=/p' >>"$tmp/results" || failed=1
+	;;
+esac
+case ,$only, in *,iovm,*)
+	echo "== iovm"
+	run_vmm iovm "$iovm" run --kernel "$probe" --memory "$mem" \
+		--disk "path=$file,cache=none" --append "$append" || failed=1
+	;;
+esac
+case ,$only, in *,qemu,*)
+	echo "== QEMU"
+	if [ -z "$qemu" ]; then
+		echo "blk.sh: qemu-system-x86_64 not installed, skipped" >&2
+	else
+		run_vmm qemu "$qemu" -enable-kvm -bios /usr/share/qemu/qboot.rom \
+			-nographic -no-reboot -m "$mem" -kernel "$probe" -append "$append" \
+			-device isa-debug-exit,iobase=0xf4,iosize=1 \
+			-object iothread,id=io0 \
+			-drive "file=$file,if=none,id=d0,format=raw,cache=none,aio=io_uring" \
+			-device virtio-blk-pci,drive=d0,disable-legacy=on,iothread=io0 ||
+			failed=1
+	fi
+	;;
+esac
+
+echo
+awk '
+function get(line, key,   n, i, kv) {
+	n = split(line, kv, " ")
+	for (i = 1; i <= n; i++)
+		if (index(kv[i], key "=") == 1)
+			return substr(kv[i], length(key) + 2)
+	return ""
+}
+{
+	who = $1; job = get($0, "job")
+	if (!(job in seen)) { seen[job] = 1; order[++njobs] = job }
+	iops[who, job] = get($0, "iops"); bw[who, job] = get($0, "bw_mbs")
+	mean[who, job] = get($0, "lat_mean_us"); p99[who, job] = get($0, "lat_p99_us")
+	cpu[who, job] = get($0, "cpu_us_per_io")
+}
+function r(a, b) { return (a != "" && b != "" && b + 0 > 0) ? sprintf("%.2f", a / b) : "-" }
+function v(x) { return x == "" ? "-" : x }
+END {
+	printf "%-18s %-6s %9s %9s %11s %11s %11s\n", "job", "who", "iops", "MB/s", "mean_us", "p99_us", "cpu_us/io"
+	for (i = 1; i <= njobs; i++) {
+		j = order[i]
+		split("floor iovm qemu", w, " ")
+		for (k = 1; k <= 3; k++)
+			if ((w[k], j) in iops)
+				printf "%-18s %-6s %9s %9s %11s %11s %11s\n", j, w[k], iops[w[k], j], bw[w[k], j], mean[w[k], j], p99[w[k], j], v(cpu[w[k], j])
+	}
+	printf "\n%-18s %12s %12s %14s %14s\n", "job", "iops iovm/qemu", "iops iovm/floor", "cpu/io iovm/qemu", "p99 iovm/qemu"
+	for (i = 1; i <= njobs; i++) {
+		j = order[i]
+		printf "%-18s %12s %12s %14s %14s\n", j, r(iops["iovm", j], iops["qemu", j]), r(iops["iovm", j], iops["floor", j]), r(cpu["iovm", j], cpu["qemu", j]), r(p99["iovm", j], p99["qemu", j])
+	}
+}' "$tmp/results"
+exit $failed
