@@ -201,7 +201,7 @@ int run_parse_args(int argc, char **argv, struct run_opts *o, char *err,
 	while ((c = getopt_long(argc, argv, ":k:i:a:m:c:d:s:vqh", long_opts, NULL)) != -1) {
 		if (c == '?') {
 			if (optopt && optopt < 0x100)
-				return bad(err, errlen, "unknown option '-%c' (see iovm run --help)",
+				return bad(err, errlen, "unknown option '-%s' (see iovm run --help)",
 					   (char[]){ optopt, 0 });
 			return bad(err, errlen, "unknown option '%s' (see iovm run --help)",
 				   argv[optind - 1]);

@@ -17,6 +17,7 @@
 #include "arch/x86/layout.h"
 #include "arch/x86/mptable.h"
 #include "arch/x86/multiboot.h"
+#include "arch/x86/vmlinux.h"
 #include "config.h"
 #include "lib/log.h"
 #include "vm/machine.h"
@@ -69,21 +70,56 @@ static void unmap_file(struct file_map *f)
 		munmap((void *)f->p, f->len);
 }
 
+/* Decompresses the kernel on the host when iovm knows the payload's
+ * format; vi->nseg stays 0 (boot through the decompressor) otherwise. */
+static int extract_vmlinux(const struct vm_config *cfg, const struct file_map *k,
+			   const struct bzimage_info *bi, uint8_t **elf,
+			   struct vmlinux_image *vi, char *err, size_t errlen)
+{
+	size_t len;
+	int ret;
+
+	memset(vi, 0, sizeof(*vi));
+	ret = vmlinux_extract(k->p, k->len, bi, elf, &len, err, errlen);
+	if (ret == -ENOTSUP) {
+		pr_debug("bzImage payload format unknown: booting through its decompressor");
+		return 0;
+	}
+	if (ret)
+		return ret;
+	ret = vmlinux_parse(*elf, len, e820_low_ram_end(cfg->mem_size), vi, err, errlen);
+	return ret;
+}
+
 static int load_bzimage(struct vm *vm, const struct vm_config *cfg,
 			const struct file_map *k, const struct bzimage_info *bi,
 			struct boot_entry *entry)
 {
 	struct file_map rd = { 0 };
 	struct bzimage_layout lay;
+	struct bzimage_info placed = *bi;
+	struct vmlinux_image vi;
+	uint8_t *elf = NULL;
 	char err[256] = "";
 	int ret;
 
 	if (cfg->initrd && (ret = map_file(cfg->initrd, "initrd", &rd)))
 		return ret;
-	ret = bzimage_place(bi, cfg->mem_size, rd.len, &lay, err, sizeof(err));
+	ret = extract_vmlinux(cfg, k, bi, &elf, &vi, err, sizeof(err));
+	if (!ret && vi.nseg) {
+		/* The decompressed kernel sits at its link address. */
+		placed.pref_address = vi.start;
+		placed.init_size = vi.end - vi.start;
+		placed.relocatable = false;
+	}
+	if (!ret)
+		ret = bzimage_place(&placed, cfg->mem_size, rd.len, &lay, err, sizeof(err));
 	if (!ret)
 		ret = bzimage_setup(vm_gmem(vm), k->p, bi, &lay, cfg->mem_size,
 				    cfg->append ? cfg->append : "", err, sizeof(err));
+	if (!ret && (vi.nseg ? vmlinux_load(vm_gmem(vm), elf, &vi) :
+			       bzimage_copy_kernel(vm_gmem(vm), k->p, bi, &lay)))
+		ret = -EINVAL, snprintf(err, sizeof(err), "kernel outside guest RAM");
 	if (!ret && rd.len) {
 		void *dst = gmem_ptr(vm_gmem(vm), lay.initrd_addr, rd.len);
 
@@ -92,17 +128,22 @@ static int load_bzimage(struct vm *vm, const struct vm_config *cfg,
 		else
 			ret = -EINVAL, snprintf(err, sizeof(err), "initrd outside guest RAM");
 	}
+	free(elf);
 	unmap_file(&rd);
 	if (ret) {
 		pr_err("%s: %s", cfg->kernel, err);
 		return ret;
 	}
-	pr_debug("Linux %s, boot protocol %u.%02u, loaded at 0x%llx",
+	pr_debug("Linux %s, boot protocol %u.%02u, %s at 0x%llx",
 		 bi->kernel_version[0] ? bi->kernel_version : "(no version string)",
-		 bi->version >> 8, bi->version & 0xff, (unsigned long long)lay.load_addr);
+		 bi->version >> 8, bi->version & 0xff,
+		 vi.nseg ? "decompressed by iovm, loaded" : "loaded with its decompressor",
+		 (unsigned long long)lay.load_addr);
 	*entry = (struct boot_entry){
 		.kind = BOOT_LINUX64,
-		.rip = lay.load_addr + 0x200,	/* startup_64 */
+		/* vmlinux's entry is startup_64; a bzImage's 64-bit entry
+		 * is 0x200 into its protected-mode part. */
+		.rip = vi.nseg ? vi.entry : lay.load_addr + 0x200,
 		.rsi = BOOT_PARAMS,
 	};
 	return 0;

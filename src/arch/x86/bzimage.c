@@ -31,6 +31,8 @@
 #define OFF_RELOCATABLE		0x234
 #define OFF_XLOADFLAGS		0x236
 #define OFF_CMDLINE_SIZE	0x238
+#define OFF_PAYLOAD_OFFSET	0x248
+#define OFF_PAYLOAD_LENGTH	0x24c
 #define OFF_PREF_ADDRESS	0x258
 #define OFF_INIT_SIZE		0x260
 #define HDR_MIN_END		0x264	/* through init_size (2.10+) */
@@ -104,6 +106,8 @@ int bzimage_parse(const uint8_t *img, size_t len, struct bzimage_info *bi,
 	bi->cmdline_size = rd32(img + OFF_CMDLINE_SIZE);
 	bi->pref_address = rd64(img + OFF_PREF_ADDRESS);
 	bi->init_size = rd32(img + OFF_INIT_SIZE);
+	bi->payload_offset = rd32(img + OFF_PAYLOAD_OFFSET);
+	bi->payload_length = rd32(img + OFF_PAYLOAD_LENGTH);
 	if (bi->init_size < bi->kernel_size)
 		bi->init_size = bi->kernel_size;
 	if (bi->kernel_alignment & (bi->kernel_alignment - 1))
@@ -151,6 +155,18 @@ int bzimage_place(const struct bzimage_info *bi, uint64_t mem_size,
 	return 0;
 }
 
+int bzimage_copy_kernel(struct gmem *m, const uint8_t *img,
+			const struct bzimage_info *bi,
+			const struct bzimage_layout *lay)
+{
+	uint8_t *kern = gmem_ptr(m, lay->load_addr, bi->kernel_size);
+
+	if (!kern)
+		return -EINVAL;
+	memcpy(kern, img + bi->kernel_off, bi->kernel_size);
+	return 0;
+}
+
 int bzimage_setup(struct gmem *m, const uint8_t *img,
 		  const struct bzimage_info *bi, const struct bzimage_layout *lay,
 		  uint64_t mem_size, const char *cmdline, char *err,
@@ -158,7 +174,6 @@ int bzimage_setup(struct gmem *m, const uint8_t *img,
 {
 	struct e820_entry e820[E820_MAX];
 	size_t clen = strlen(cmdline);
-	uint8_t *kern = gmem_ptr(m, lay->load_addr, bi->kernel_size);
 	uint8_t *bp = gmem_ptr(m, BOOT_PARAMS, BOOT_PARAMS_SIZE);
 	uint8_t *cl = gmem_ptr(m, BOOT_CMDLINE, clen + 1);
 	unsigned int n;
@@ -167,9 +182,8 @@ int bzimage_setup(struct gmem *m, const uint8_t *img,
 		return fail("--append is %zu bytes; this kernel takes at most %u",
 			    clen, bi->cmdline_size < BOOT_CMDLINE_MAX - 1 ?
 			    bi->cmdline_size : (unsigned int)BOOT_CMDLINE_MAX - 1);
-	if (!kern || !bp || !cl)
-		return fail("guest RAM too small for the kernel");
-	memcpy(kern, img + bi->kernel_off, bi->kernel_size);
+	if (!bp || !cl)
+		return fail("guest RAM too small for boot_params");
 	memcpy(cl, cmdline, clen + 1);
 
 	memset(bp, 0, BOOT_PARAMS_SIZE);

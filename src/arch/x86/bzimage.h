@@ -25,6 +25,8 @@ struct bzimage_info {
 	uint32_t initrd_addr_max;
 	uint32_t cmdline_size;		/* without the NUL */
 	uint16_t xloadflags;
+	uint32_t payload_offset;	/* compressed vmlinux, from kernel_off */
+	uint32_t payload_length;
 	char kernel_version[96];	/* "" when the image has none */
 };
 
@@ -45,8 +47,14 @@ int bzimage_place(const struct bzimage_info *bi, uint64_t mem_size,
 		  uint64_t initrd_size, struct bzimage_layout *lay, char *err,
 		  size_t errlen);
 
-/* Copies the protected-mode kernel to its load address and writes the
- * command line and boot_params (setup header, e820, initrd) into guest RAM. */
+/* Copies the protected-mode kernel (with its decompressor) to its load
+ * address. */
+int bzimage_copy_kernel(struct gmem *m, const uint8_t *img,
+			const struct bzimage_info *bi,
+			const struct bzimage_layout *lay);
+
+/* Writes the command line and boot_params (setup header, e820, initrd)
+ * into guest RAM. */
 int bzimage_setup(struct gmem *m, const uint8_t *img,
 		  const struct bzimage_info *bi, const struct bzimage_layout *lay,
 		  uint64_t mem_size, const char *cmdline, char *err,
