@@ -1,0 +1,462 @@
+/* vhost-client: a minimal vhost-user-blk front-end for benchmarking a
+ * back-end with no guest at all. Guest RAM is a memfd shared with the
+ * back-end; one virtqueue; requests are kept in flight at a fixed depth and
+ * completions are found by polling the used ring (no interrupts asked for).
+ * Reports IOPS, bandwidth, mean and p99 latency, and the back-end's CPU
+ * time per I/O (from /proc/PID/task/x/schedstat of --pid).
+ *
+ *   vhost-client --socket PATH [--pid PID] [--time SEC] JOB...
+ *   JOB = NAME:randread|randwrite|read|write:BS:QD   e.g. 4k-rr-qd1:randread:4k:1
+ *
+ * One line per job on stdout:
+ *   job=NAME iops=N mbps=N lat_avg_us=N lat_p99_us=N cpu_us_per_io=N ios=N */
+#include <errno.h>
+#include <dirent.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "vhost/proto.h"
+#include "virtio/blk.h"
+#include "virtio/ring.h"
+
+#define QSIZE 256
+#define MAX_QD 128
+#define RAM_SIZE (64u << 20)
+#define DATA_OFF (1u << 20)	/* data buffers start here; rings below */
+
+static int sock;
+static uint8_t *ram;
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "vhost-client: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+static void send_msg(uint32_t req, uint32_t flags, const void *p, uint32_t size,
+		     const int *fds, unsigned int nfds)
+{
+	struct vhu_hdr h = { req, VHU_VERSION | flags, size };
+	struct iovec iov[2] = { { &h, sizeof(h) }, { (void *)p, size } };
+	union {
+		char buf[CMSG_SPACE(8 * sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2 };
+
+	if (nfds) {
+		struct cmsghdr *c;
+
+		memset(&ctl, 0, sizeof(ctl));
+		mh.msg_control = ctl.buf;
+		mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+		memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
+	}
+	if (sendmsg(sock, &mh, 0) != (ssize_t)(sizeof(h) + size))
+		die("send request %u: %s", req, strerror(errno));
+}
+
+static uint32_t recv_reply(uint32_t req, void *p, uint32_t max)
+{
+	struct vhu_hdr h;
+
+	if (recv(sock, &h, sizeof(h), MSG_WAITALL) != sizeof(h))
+		die("no reply to request %u", req);
+	if (h.request != req || h.size > max)
+		die("bad reply to request %u", req);
+	if (h.size && recv(sock, p, h.size, MSG_WAITALL) != h.size)
+		die("short reply to request %u", req);
+	return h.size;
+}
+
+static uint64_t get_u64(uint32_t req)
+{
+	uint64_t v;
+
+	send_msg(req, 0, NULL, 0, NULL, 0);
+	recv_reply(req, &v, sizeof(v));
+	return v;
+}
+
+/* A request with REPLY_ACK: waits until the back-end has applied it. */
+static void send_acked(uint32_t req, const void *p, uint32_t size, const int *fds,
+		       unsigned int nfds)
+{
+	uint64_t status;
+
+	send_msg(req, VHU_FLAG_NEED_REPLY, p, size, fds, nfds);
+	recv_reply(req, &status, sizeof(status));
+	if (status)
+		die("request %u failed", req);
+}
+
+/* ---- the virtqueue, driver side ---- */
+
+struct ring {
+	struct virtq_desc *desc;
+	volatile uint16_t *avail;	/* flags, idx, ring[] */
+	volatile uint16_t *used;	/* flags, idx, then elems */
+	uint16_t avail_idx, used_idx;
+	int kick;
+};
+
+static struct ring vq;
+static const uint64_t desc_gpa = 0, avail_gpa = 0x4000, used_gpa = 0x8000;
+
+struct slot {
+	struct virtio_blk_outhdr {
+		uint32_t type;
+		uint32_t ioprio;
+		uint64_t sector;
+	} *hdr;
+	uint8_t *status;
+	uint64_t data_gpa;
+	struct timespec t0;
+};
+
+static struct slot slots[MAX_QD];
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000000000ull + t.tv_nsec;
+}
+
+static void setup(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	uint64_t f, pf;
+	int memfd, call;
+
+	sock = socket(AF_UNIX, SOCK_STREAM, 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (connect(sock, (struct sockaddr *)&sa, sizeof(sa)))
+		die("connect %s: %s", path, strerror(errno));
+	memfd = memfd_create("vhost-client-ram", MFD_CLOEXEC);
+	if (memfd < 0 || ftruncate(memfd, RAM_SIZE))
+		die("memfd: %s", strerror(errno));
+	ram = mmap(NULL, RAM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+		   memfd, 0);
+	if (ram == MAP_FAILED)
+		die("mmap: %s", strerror(errno));
+
+	f = get_u64(VHU_GET_FEATURES);
+	if (!(f & (1ull << VHU_F_PROTOCOL_FEATURES)) || !(f & (1ull << VIRTIO_F_VERSION_1)))
+		die("back-end lacks protocol features or VERSION_1");
+	pf = get_u64(VHU_GET_PROTOCOL_FEATURES);
+	if (!(pf & (1ull << VHU_PF_REPLY_ACK)))
+		die("back-end lacks REPLY_ACK");
+	pf &= (1ull << VHU_PF_REPLY_ACK) | (1ull << VHU_PF_MQ) | (1ull << VHU_PF_CONFIG);
+	send_msg(VHU_SET_PROTOCOL_FEATURES, 0, &pf, 8, NULL, 0);
+	send_acked(VHU_SET_OWNER, NULL, 0, NULL, 0);
+	/* No event index: the avail ring's NO_INTERRUPT flag then tells the
+	 * back-end not to signal, as this client polls. */
+	f = (1ull << VIRTIO_F_VERSION_1) | (1ull << VHU_F_PROTOCOL_FEATURES) |
+	    (f & (1ull << VIRTIO_BLK_F_FLUSH));
+	send_acked(VHU_SET_FEATURES, &f, 8, NULL, 0);
+	{
+		struct vhu_mem_table t = { .nregions = 1 };
+
+		t.r[0] = (struct vhu_region){ 0, RAM_SIZE, (uintptr_t)ram, 0 };
+		send_acked(VHU_SET_MEM_TABLE, &t, VHU_MEM_TABLE_HDR_SIZE + sizeof(t.r[0]),
+			   &memfd, 1);
+	}
+	vq.desc = (struct virtq_desc *)(ram + desc_gpa);
+	vq.avail = (volatile uint16_t *)(ram + avail_gpa);
+	vq.used = (volatile uint16_t *)(ram + used_gpa);
+	vq.avail[0] = VIRTQ_AVAIL_F_NO_INTERRUPT;
+	{
+		struct vhu_vring_state st = { 0, QSIZE };
+		struct vhu_vring_addr a = { 0, 0, (uintptr_t)ram + desc_gpa,
+					    (uintptr_t)ram + used_gpa,
+					    (uintptr_t)ram + avail_gpa, 0 };
+		uint64_t idx = 0;
+
+		send_acked(VHU_SET_VRING_NUM, &st, sizeof(st), NULL, 0);
+		send_acked(VHU_SET_VRING_ADDR, &a, sizeof(a), NULL, 0);
+		st.num = 0;
+		send_acked(VHU_SET_VRING_BASE, &st, sizeof(st), NULL, 0);
+		call = eventfd(0, EFD_CLOEXEC);
+		vq.kick = eventfd(0, EFD_CLOEXEC);
+		send_acked(VHU_SET_VRING_CALL, &idx, 8, &call, 1);
+		send_acked(VHU_SET_VRING_KICK, &idx, 8, &vq.kick, 1);
+		st.num = 1;
+		send_acked(VHU_SET_VRING_ENABLE, &st, sizeof(st), NULL, 0);
+	}
+	close(memfd);
+}
+
+static uint64_t capacity_bytes(void)
+{
+	struct vhu_config c = { .offset = 0, .size = 8 };
+	uint64_t sectors;
+
+	send_msg(VHU_GET_CONFIG, 0, &c, VHU_CONFIG_HDR_SIZE + 8, NULL, 0);
+	if (recv_reply(VHU_GET_CONFIG, &c, sizeof(c)) != VHU_CONFIG_HDR_SIZE + 8)
+		die("GET_CONFIG failed");
+	memcpy(&sectors, c.data, 8);
+	return sectors * 512;
+}
+
+/* ---- jobs ---- */
+
+struct job {
+	char name[64];
+	bool write, random;
+	uint32_t bs;
+	unsigned int qd;
+};
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint64_t next_rand(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+static void submit(unsigned int s, const struct job *j, uint64_t off)
+{
+	struct slot *sl = &slots[s];
+	struct virtq_desc *d = &vq.desc[s * 3];
+	uint16_t a = vq.avail_idx++;
+
+	sl->hdr->type = j->write ? VIRTIO_BLK_T_OUT : VIRTIO_BLK_T_IN;
+	sl->hdr->ioprio = 0;
+	sl->hdr->sector = off / 512;
+	*sl->status = 0xff;
+	d[0] = (struct virtq_desc){ (uint8_t *)sl->hdr - ram, 16, VIRTQ_DESC_F_NEXT, s * 3 + 1 };
+	d[1] = (struct virtq_desc){ sl->data_gpa, j->bs,
+				    VIRTQ_DESC_F_NEXT | (j->write ? 0 : VIRTQ_DESC_F_WRITE),
+				    s * 3 + 2 };
+	d[2] = (struct virtq_desc){ sl->status - ram, 1, VIRTQ_DESC_F_WRITE, 0 };
+	vq.avail[2 + (a % QSIZE)] = s * 3;
+	clock_gettime(CLOCK_MONOTONIC, &sl->t0);
+}
+
+static void publish(void)
+{
+	uint16_t used_flags;
+
+	__atomic_store_n(&vq.avail[1], vq.avail_idx, __ATOMIC_RELEASE);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	used_flags = __atomic_load_n(&vq.used[0], __ATOMIC_ACQUIRE);
+	if (!(used_flags & VIRTQ_USED_F_NO_NOTIFY)) {
+		uint64_t one = 1;
+
+		if (write(vq.kick, &one, sizeof(one)) != sizeof(one))
+			die("kick: %s", strerror(errno));
+	}
+}
+
+/* CPU time (ns) used so far by every thread of pid. */
+static uint64_t proc_cpu_ns(int pid)
+{
+	char path[64];
+	DIR *d;
+	struct dirent *e;
+	uint64_t sum = 0;
+
+	if (pid <= 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	d = opendir(path);
+	if (!d)
+		die("--pid %d: %s", pid, strerror(errno));
+	while ((e = readdir(d))) {
+		char p[300];
+		unsigned long long ns;
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "/proc/%d/task/%s/schedstat", pid, e->d_name);
+		f = fopen(p, "r");
+		if (!f)
+			continue;
+		if (fscanf(f, "%llu", &ns) == 1)
+			sum += ns;
+		fclose(f);
+	}
+	closedir(d);
+	return sum;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void run_job(const struct job *j, uint64_t cap, double secs, int pid)
+{
+	uint64_t nblocks = cap / j->bs, seq = 0, ios = 0, lat_sum = 0;
+	size_t nlat = 0, maxlat = 1u << 20;
+	uint32_t *lat = malloc(maxlat * sizeof(*lat));
+	uint64_t t_start, t_end, cpu0, cpu1, deadline;
+	unsigned int inflight = 0;
+
+	if (!lat || !nblocks)
+		die("job %s: bad size", j->name);
+	for (unsigned int s = 0; s < j->qd; s++) {
+		uint8_t *base = ram + DATA_OFF + (size_t)s * (j->bs + 4096);
+
+		slots[s].hdr = (void *)(ram + 0x10000 + s * 32);
+		slots[s].status = ram + 0x10000 + s * 32 + 16;
+		slots[s].data_gpa = base - ram;
+		memset(base, 0x5a + s, j->bs);
+	}
+	cpu0 = proc_cpu_ns(pid);
+	t_start = now_ns();
+	deadline = t_start + (uint64_t)(secs * 1e9);
+	for (unsigned int s = 0; s < j->qd; s++) {
+		uint64_t blk = j->random ? next_rand() % nblocks : seq++ % nblocks;
+
+		submit(s, j, blk * j->bs);
+		inflight++;
+	}
+	publish();
+	while (inflight) {
+		uint16_t used_idx = __atomic_load_n(&vq.used[1], __ATOMIC_ACQUIRE);
+		bool resubmitted = false;
+		uint64_t t = 0;
+
+		while (vq.used_idx != used_idx) {
+			const volatile uint32_t *e =
+				(const volatile uint32_t *)(vq.used + 2) + 2 * (vq.used_idx % QSIZE);
+			unsigned int s = e[0] / 3;
+			uint64_t l;
+
+			vq.used_idx++;
+			if (s >= j->qd || *slots[s].status != VIRTIO_BLK_S_OK)
+				die("job %s: request failed (status %u)", j->name,
+				    s < j->qd ? *slots[s].status : 255);
+			if (!t)
+				t = now_ns();
+			l = t - (slots[s].t0.tv_sec * 1000000000ull + slots[s].t0.tv_nsec);
+			lat_sum += l;
+			if (nlat < maxlat)
+				lat[nlat++] = l > UINT32_MAX ? UINT32_MAX : l;
+			ios++;
+			inflight--;
+			if (t < deadline) {
+				uint64_t blk = j->random ? next_rand() % nblocks : seq++ % nblocks;
+
+				submit(s, j, blk * j->bs);
+				inflight++;
+				resubmitted = true;
+			}
+		}
+		if (resubmitted)
+			publish();
+	}
+	t_end = now_ns();
+	cpu1 = proc_cpu_ns(pid);
+	qsort(lat, nlat, sizeof(*lat), cmp_u32);
+	{
+		double el = (t_end - t_start) / 1e9;
+		double iops = ios / el;
+
+		printf("job=%s iops=%.0f mbps=%.1f lat_avg_us=%.1f lat_p99_us=%.1f "
+		       "cpu_us_per_io=%.2f ios=%" PRIu64 "\n",
+		       j->name, iops, iops * j->bs / 1e6, lat_sum / 1e3 / ios,
+		       lat[(size_t)(nlat * 0.99)] / 1e3,
+		       pid > 0 ? (cpu1 - cpu0) / 1e3 / ios : 0.0, ios);
+		fflush(stdout);
+	}
+	free(lat);
+}
+
+static uint32_t parse_bs(const char *s)
+{
+	char *end;
+	unsigned long v = strtoul(s, &end, 10);
+
+	if (*end == 'k' || *end == 'K')
+		v <<= 10;
+	else if (*end == 'm' || *end == 'M')
+		v <<= 20;
+	if (!v || v % 512 || v > (4u << 20))
+		die("bad block size %s", s);
+	return v;
+}
+
+static void parse_job(const char *arg, struct job *j)
+{
+	char buf[128], *name, *rw, *bs, *qd;
+
+	snprintf(buf, sizeof(buf), "%s", arg);
+	name = strtok(buf, ":");
+	rw = strtok(NULL, ":");
+	bs = strtok(NULL, ":");
+	qd = strtok(NULL, ":");
+	if (!name || !rw || !bs || !qd)
+		die("bad job '%s' (NAME:RW:BS:QD)", arg);
+	snprintf(j->name, sizeof(j->name), "%s", name);
+	j->write = strstr(rw, "write");
+	j->random = !strncmp(rw, "rand", 4);
+	j->bs = parse_bs(bs);
+	j->qd = atoi(qd);
+	if (!j->qd || j->qd > MAX_QD || j->qd > QSIZE / 3)
+		die("bad queue depth %s (1-%d)", qd, QSIZE / 3);
+	if ((uint64_t)j->qd * (j->bs + 4096) > RAM_SIZE - DATA_OFF)
+		die("job %s needs more buffer memory", arg);
+}
+
+int main(int argc, char **argv)
+{
+	const char *path = NULL;
+	double secs = 5;
+	int pid = 0, i;
+	uint64_t cap;
+
+	for (i = 1; i < argc && argv[i][0] == '-'; i++) {
+		if (!strcmp(argv[i], "--socket") && i + 1 < argc)
+			path = argv[++i];
+		else if (!strcmp(argv[i], "--pid") && i + 1 < argc)
+			pid = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--time") && i + 1 < argc)
+			secs = atof(argv[++i]);
+		else
+			die("usage: vhost-client --socket PATH [--pid PID] [--time SEC] NAME:RW:BS:QD...");
+	}
+	if (!path || i == argc)
+		die("usage: vhost-client --socket PATH [--pid PID] [--time SEC] NAME:RW:BS:QD...");
+	setup(path);
+	cap = capacity_bytes();
+	for (; i < argc; i++) {
+		struct job j;
+
+		parse_job(argv[i], &j);
+		run_job(&j, cap, secs, pid);
+	}
+	close(sock);
+	return 0;
+}
