@@ -50,8 +50,9 @@ int vblk_open(struct vblk *b, unsigned int index, bool msix)
 		b->seg_max = cfg32(b, 12);
 	b->blk_size = virtio_has(&b->vp, VIRTIO_BLK_F_BLK_SIZE) ? cfg32(b, 20)
 								  : 512;
+	/* num_queues is the u16 at 34 (after writeback and a pad byte). */
 	b->num_queues = virtio_has(&b->vp, VIRTIO_BLK_F_MQ)
-				? (uint16_t)cfg32(b, 32) : 1;
+				? (uint16_t)(cfg32(b, 32) >> 16) : 1;
 	if (virtio_has(&b->vp, VIRTIO_BLK_F_DISCARD)) {
 		b->max_discard_sectors = cfg32(b, 36);
 		b->max_discard_seg = cfg32(b, 40);

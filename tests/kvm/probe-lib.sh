@@ -48,3 +48,13 @@ expect_pass() {
 field() {
 	grep -m1 "^$2" "$1" | tr ' ' '\n' | sed -n "s/^$3=//p"
 }
+
+# Until iovm's disk devices are wired in, its run refuses --disk with "not
+# supported by this build": report that as a skip with the reason, never as
+# a pass.
+skip_if_no_disks() {
+	if grep -q 'not supported by this build' "$1"; then
+		echo "SKIPPED: $(grep -m1 'not supported by this build' "$1")"
+		exit 77
+	fi
+}
