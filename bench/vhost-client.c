@@ -5,11 +5,14 @@
  * Reports IOPS, bandwidth, mean and p99 latency, and the back-end's CPU
  * time per I/O (from /proc/PID/task/x/schedstat of --pid).
  *
- *   vhost-client --socket PATH [--pid PID] [--time SEC] JOB...
- *   JOB = NAME:randread|randwrite|read|write:BS:QD   e.g. 4k-rr-qd1:randread:4k:1
+ *   vhost-client --socket PATH [--pid PID] [--time SEC] [--offset BYTES]
+ *                [--region BYTES] JOB...
+ *   JOB = NAME:randread|randwrite|read|write:BS:QD   e.g. rr:randread:4k:1
+ * I/O stays inside [offset, offset+region) of the disk (default: offset 1M,
+ * region 64M, as bench/blk-floor and the probe).
  *
- * One line per job on stdout:
- *   job=NAME iops=N mbps=N lat_avg_us=N lat_p99_us=N cpu_us_per_io=N ios=N */
+ * One line per job on stdout, in bench/blk-floor's format:
+ *   job=NAME iops=N bw_mbs=N lat_mean_us=N lat_p99_us=N ios=N cpu_us_per_io=N */
 #include <errno.h>
 #include <dirent.h>
 #include <inttypes.h>
@@ -315,16 +318,18 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static uint64_t region_off = 1u << 20, region_len = 64u << 20;
+
 static void run_job(const struct job *j, uint64_t cap, double secs, int pid)
 {
-	uint64_t nblocks = cap / j->bs, seq = 0, ios = 0, lat_sum = 0;
+	uint64_t nblocks = region_len / j->bs, seq = 0, ios = 0, lat_sum = 0;
 	size_t nlat = 0, maxlat = 1u << 20;
 	uint32_t *lat = malloc(maxlat * sizeof(*lat));
 	uint64_t t_start, t_end, cpu0, cpu1, deadline;
 	unsigned int inflight = 0;
 
-	if (!lat || !nblocks)
-		die("job %s: bad size", j->name);
+	if (!lat || !nblocks || region_off + region_len > cap || region_off % j->bs)
+		die("job %s: region does not fit the disk or the block size", j->name);
 	for (unsigned int s = 0; s < j->qd; s++) {
 		uint8_t *base = ram + DATA_OFF + (size_t)s * (j->bs + 4096);
 
@@ -339,7 +344,7 @@ static void run_job(const struct job *j, uint64_t cap, double secs, int pid)
 	for (unsigned int s = 0; s < j->qd; s++) {
 		uint64_t blk = j->random ? next_rand() % nblocks : seq++ % nblocks;
 
-		submit(s, j, blk * j->bs);
+		submit(s, j, region_off + blk * j->bs);
 		inflight++;
 	}
 	publish();
@@ -369,7 +374,7 @@ static void run_job(const struct job *j, uint64_t cap, double secs, int pid)
 			if (t < deadline) {
 				uint64_t blk = j->random ? next_rand() % nblocks : seq++ % nblocks;
 
-				submit(s, j, blk * j->bs);
+				submit(s, j, region_off + blk * j->bs);
 				inflight++;
 				resubmitted = true;
 			}
@@ -384,11 +389,11 @@ static void run_job(const struct job *j, uint64_t cap, double secs, int pid)
 		double el = (t_end - t_start) / 1e9;
 		double iops = ios / el;
 
-		printf("job=%s iops=%.0f mbps=%.1f lat_avg_us=%.1f lat_p99_us=%.1f "
-		       "cpu_us_per_io=%.2f ios=%" PRIu64 "\n",
+		printf("job=%s iops=%.0f bw_mbs=%.1f lat_mean_us=%.1f lat_p99_us=%.1f "
+		       "ios=%" PRIu64 " cpu_us_per_io=%.2f\n",
 		       j->name, iops, iops * j->bs / 1e6, lat_sum / 1e3 / ios,
-		       lat[(size_t)(nlat * 0.99)] / 1e3,
-		       pid > 0 ? (cpu1 - cpu0) / 1e3 / ios : 0.0, ios);
+		       lat[(size_t)(nlat * 0.99)] / 1e3, ios,
+		       pid > 0 ? (cpu1 - cpu0) / 1e3 / ios : 0.0);
 		fflush(stdout);
 	}
 	free(lat);
@@ -444,11 +449,15 @@ int main(int argc, char **argv)
 			pid = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--time") && i + 1 < argc)
 			secs = atof(argv[++i]);
+		else if (!strcmp(argv[i], "--offset") && i + 1 < argc)
+			region_off = strtoull(argv[++i], NULL, 0);
+		else if (!strcmp(argv[i], "--region") && i + 1 < argc)
+			region_len = strtoull(argv[++i], NULL, 0);
 		else
-			die("usage: vhost-client --socket PATH [--pid PID] [--time SEC] NAME:RW:BS:QD...");
+			die("usage: vhost-client --socket PATH [--pid PID] [--time SEC] [--offset B] [--region B] NAME:RW:BS:QD...");
 	}
 	if (!path || i == argc)
-		die("usage: vhost-client --socket PATH [--pid PID] [--time SEC] NAME:RW:BS:QD...");
+		die("usage: vhost-client --socket PATH [--pid PID] [--time SEC] [--offset B] [--region B] NAME:RW:BS:QD...");
 	setup(path);
 	cap = capacity_bytes();
 	for (; i < argc; i++) {

@@ -4,16 +4,17 @@
 #   iovm   `iovm vhost-user-blk` (cache=none: O_DIRECT, io_uring)
 #   qsd    `qemu-storage-daemon --export type=vhost-user-blk` (cache.direct=on,
 #          aio=io_uring)
-#   floor  the host itself: fio with io_uring and O_DIRECT on the file
+#   floor  the host itself: bench/blk-floor (io_uring, O_DIRECT) on the file
 # Both back-ends are driven by bench/vhost-client (no guest: memfd memory,
-# one virtqueue, completions found by polling the used ring). Jobs: 4k random
-# read QD1 and QD32, 4k random write QD32, 64k sequential read and write QD16.
+# one virtqueue, completions found by polling the used ring). Jobs, as the
+# probe's and blk-floor's: 4k random read QD1 and QD32, 4k random write QD32,
+# 64k sequential read and write QD16, all in the file's 64 MiB at offset 1 MiB.
 # Reports IOPS, MB/s, mean and p99 latency, CPU per I/O of the back-end (all
-# its threads; for the floor, fio's own CPU), and ratios against qsd and the
-# floor.
+# its threads; for the floor, blk-floor's own CPU), and ratios against qsd
+# and the floor.
 #
 # Usage: bench/vhost.sh [BUILD_DIR]     (default build)
-# Environment: FILE (default /var/tmp/iovm-vhost-bench.img), SIZE_MB (1024),
+# Environment: FILE (default /var/tmp/iovm-vhost-bench.img), SIZE_MB (256),
 #              TIME seconds per job (5), ROUNDS (1; best of ROUNDS per job)
 set -eu
 
@@ -21,18 +22,19 @@ build=$(realpath "${1:-build}")
 iovm=$build/iovm
 client=$build/bench/vhost-client
 file=${FILE:-/var/tmp/iovm-vhost-bench.img}
-size_mb=${SIZE_MB:-1024}
+size_mb=${SIZE_MB:-256}
 t=${TIME:-5}
 rounds=${ROUNDS:-1}
 
-JOBS="4k-randread-qd1:randread:4k:1 4k-randread-qd32:randread:4k:32
-4k-randwrite-qd32:randwrite:4k:32 64k-read-qd16:read:64k:16
-64k-write-qd16:write:64k:16"
+JOBS="randread-4k-qd1:randread:4k:1 randread-4k-qd32:randread:4k:32
+randwrite-4k-qd32:randwrite:4k:32 seqread-64k-qd16:read:64k:16
+seqwrite-64k-qd16:write:64k:16"
 
-for p in "$iovm" "$client"; do
+floor=$build/bench/blk-floor
+for p in "$iovm" "$client" "$floor"; do
 	[ -x "$p" ] || { echo "vhost.sh: $p missing (ninja -C $build)" >&2; exit 1; }
 done
-for p in qemu-storage-daemon fio; do
+for p in qemu-storage-daemon; do
 	command -v $p >/dev/null || { echo "vhost.sh: $p missing (tools/install-deps.sh)" >&2; exit 1; }
 done
 
@@ -96,47 +98,20 @@ run_qsd() {
 	stop_backend
 }
 
-# The floor: fio's own numbers for the same jobs, CPU per I/O from its
-# usr+sys time.
+# The floor: blk-floor runs the five jobs on the file itself.
 run_floor() {
-	for j in $1; do
-		name=${j%%:*}
-		rest=${j#*:}
-		rw=${rest%%:*}
-		rest=${rest#*:}
-		bs=${rest%%:*}
-		qd=${rest#*:}
-		fio --name="$name" --filename="$file" --direct=1 --ioengine=io_uring \
-			--rw="$rw" --bs="$bs" --iodepth="$qd" --time_based \
-			--runtime="$t" --output-format=json >"$work/fio.json" 2>/dev/null
-		python3 - "$work/fio.json" "$name" "$bs" >>"$work/results" <<'EOF'
-import json, sys
-d = json.load(open(sys.argv[1]))
-j = d["jobs"][0]
-name, bs = sys.argv[2], sys.argv[3]
-op = j["write"] if j["write"]["io_bytes"] else j["read"]
-ios = op["total_ios"]
-rt = op["runtime"] / 1000.0
-iops = ios / rt
-cpu_s = (j["usr_cpu"] + j["sys_cpu"]) / 100.0 * j["job_runtime"] / 1000.0
-clat = op["clat_ns"]
-p99 = clat["percentile"]["99.000000"] / 1000.0
-print("backend=floor job=%s iops=%.0f mbps=%.1f lat_avg_us=%.1f lat_p99_us=%.1f "
-      "cpu_us_per_io=%.2f ios=%d" % (name, iops, op["bw_bytes"] / 1e6,
-      op["lat_ns"]["mean"] / 1000.0, p99, cpu_s * 1e6 / ios, ios))
-EOF
-	done
+	"$floor" "$file" --secs "$t" | grep '^job=' | sed 's/^/backend=floor /' >>"$work/results"
 }
 
-# Jobs interleave the three set-ups, so that drifting load on a shared
-# machine hits them alike.
+# Jobs interleave the set-ups, so that drifting load on a shared machine
+# hits them alike.
 : >"$work/results"
 for r in $(seq "$rounds"); do
 	for j in $JOBS; do
 		run_iovm "$j"
 		run_qsd "$j"
-		run_floor "$j"
 	done
+	run_floor
 done
 
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -r), $(nproc) CPUs, file $file ($size_mb MiB), $t s per job, best of $rounds"
@@ -158,8 +133,8 @@ for j in jobs:
     for b in ("iovm", "qsd", "floor"):
         r = rows.get((b, j))
         if r:
-            print("| %s | %s | %s | %s | %s | %s | %s |" % (j, b, r["iops"], r["mbps"],
-                  r["lat_avg_us"], r["lat_p99_us"], r["cpu_us_per_io"]))
+            print("| %s | %s | %s | %s | %s | %s | %s |" % (j, b, r["iops"], r["bw_mbs"],
+                  r["lat_mean_us"], r["lat_p99_us"], r["cpu_us_per_io"]))
 print()
 print("| job | iovm/qsd IOPS | iovm/floor IOPS | iovm/qsd CPU per I/O |")
 print("|---|---:|---:|---:|")
