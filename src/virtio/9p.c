@@ -1,0 +1,378 @@
+/* virtio-9p: a queue thread pops request chains and hands them to a small
+ * pool of workers, which serve them with the 9P server straight on the
+ * chains' iovecs (guest memory) and push the replies in completion order.
+ * Per-request state is a slot from a pool sized at queue start. */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/log.h"
+#include "p9/server.h"
+#include "virtio/9p.h"
+#include "virtio/ring.h"
+
+struct v9p_slot {
+	struct p9_req req;
+	struct v9p_slot *next;
+	struct virtq_elem e;
+	struct iovec *iov;		/* VIRTIO_9P_MAX_IOV entries */
+};
+
+struct v9p {
+	struct virtio_dev dev;
+	struct p9_server *srv;
+	struct p9_session *sess;	/* one mount per queue start */
+	uint8_t *config;
+	struct virtq *vq;
+	bool running;
+	bool stop;			/* under lock */
+	bool broken;
+	pthread_t queue_thread;
+	pthread_t workers[VIRTIO_9P_WORKERS];
+	unsigned int nworkers;
+	pthread_mutex_t lock;		/* slots, ready queue, stop */
+	pthread_cond_t cond;
+	pthread_mutex_t push_lock;	/* the used ring */
+	struct v9p_slot *slots;
+	struct iovec *iovs;
+	unsigned int nslots;
+	struct v9p_slot *free_list;
+	struct v9p_slot *ready_head, *ready_tail;
+	unsigned int inflight;
+};
+
+static struct v9p *to_v9p(struct virtio_dev *dev)
+{
+	return (struct v9p *)dev;
+}
+
+static void mark_broken(struct v9p *v, const char *why)
+{
+	if (v->broken)
+		return;
+	v->broken = true;
+	pr_guest("virtio-9p: %s; device needs reset", why);
+	if (v->dev.transport.needs_reset)
+		v->dev.transport.needs_reset(&v->dev);
+}
+
+static void slot_release(struct v9p *v, struct v9p_slot *s)
+{
+	pthread_mutex_lock(&v->lock);
+	s->next = v->free_list;
+	v->free_list = s;
+	v->inflight--;
+	pthread_cond_broadcast(&v->cond);
+	pthread_mutex_unlock(&v->lock);
+}
+
+static void serve(struct v9p *v, struct v9p_slot *s)
+{
+	size_t len = 0;
+
+	if (s->e.in_num)
+		len = p9_handle(v->sess, &s->req, s->iov, s->e.out_num,
+				s->iov + s->e.out_num, s->e.in_num);
+	pthread_mutex_lock(&v->push_lock);
+	virtq_push(v->vq, s->e.head, len);
+	virtq_notify(v->vq);
+	pthread_mutex_unlock(&v->push_lock);
+	/* Delivered: a Tflush waiting on this tag may now answer. */
+	p9_req_end(v->sess, &s->req);
+	slot_release(v, s);
+}
+
+static void *worker_main(void *arg)
+{
+	struct v9p *v = arg;
+
+	pthread_setname_np(pthread_self(), "iovm-9p-work");
+	for (;;) {
+		struct v9p_slot *s;
+
+		pthread_mutex_lock(&v->lock);
+		while (!v->ready_head && !v->stop)
+			pthread_cond_wait(&v->cond, &v->lock);
+		s = v->ready_head;
+		if (!s) {
+			pthread_mutex_unlock(&v->lock);
+			return NULL;
+		}
+		v->ready_head = s->next;
+		if (!v->ready_head)
+			v->ready_tail = NULL;
+		pthread_mutex_unlock(&v->lock);
+		serve(v, s);
+	}
+}
+
+static struct v9p_slot *take_slot(struct v9p *v)
+{
+	struct v9p_slot *s;
+
+	pthread_mutex_lock(&v->lock);
+	while (!v->free_list && !v->stop)
+		pthread_cond_wait(&v->cond, &v->lock);
+	s = v->stop ? NULL : v->free_list;
+	if (s) {
+		v->free_list = s->next;
+		v->inflight++;
+	}
+	pthread_mutex_unlock(&v->lock);
+	return s;
+}
+
+static void enqueue(struct v9p *v, struct v9p_slot *s)
+{
+	pthread_mutex_lock(&v->lock);
+	s->next = NULL;
+	if (v->ready_tail)
+		v->ready_tail->next = s;
+	else
+		v->ready_head = s;
+	v->ready_tail = s;
+	pthread_cond_signal(&v->cond);
+	pthread_mutex_unlock(&v->lock);
+}
+
+/* Pops everything available; returns false when the queue broke or the
+ * device stops. */
+static bool process_ring(struct v9p *v)
+{
+	for (;;) {
+		virtq_disable_kicks(v->vq);
+		for (;;) {
+			struct v9p_slot *s = take_slot(v);
+			int ret;
+
+			if (!s)
+				return false;
+			ret = virtq_pop(v->vq, &s->e, s->iov, VIRTIO_9P_MAX_IOV);
+			if (ret <= 0) {
+				slot_release(v, s);
+				if (ret < 0) {
+					mark_broken(v, ret == -ENOBUFS ?
+						    "request with too many segments" :
+						    "malformed descriptor chain");
+					return false;
+				}
+				break;
+			}
+			if (!s->e.in_num)
+				pr_guest("virtio-9p: request without room for a reply");
+			/* Registered in arrival order, for Tflush. */
+			p9_req_begin(v->sess, &s->req, s->iov, s->e.out_num);
+			enqueue(v, s);
+		}
+		if (!virtq_enable_kicks(v->vq))
+			return true;
+	}
+}
+
+static void *queue_main(void *arg)
+{
+	struct v9p *v = arg;
+	struct pollfd pfd = { .fd = v->vq->kick_fd, .events = POLLIN };
+	bool ok = true;
+
+	pthread_setname_np(pthread_self(), "iovm-9p-queue");
+	for (;;) {
+		uint64_t cnt;
+		bool stop;
+
+		pthread_mutex_lock(&v->lock);
+		stop = v->stop;
+		pthread_mutex_unlock(&v->lock);
+		if (stop)
+			break;
+		if (ok)
+			ok = process_ring(v);
+		/* A broken queue is ignored until the transport resets
+		 * the device; the thread only waits for that. */
+		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+			break;
+		if (read(v->vq->kick_fd, &cnt, sizeof(cnt)) < 0) {
+			/* EAGAIN: nothing pending; look at the ring anyway */
+		}
+	}
+	return NULL;
+}
+
+static void free_pool(struct v9p *v)
+{
+	free(v->slots);
+	free(v->iovs);
+	v->slots = NULL;
+	v->iovs = NULL;
+	v->nslots = 0;
+}
+
+static int v9p_queue_start(struct virtio_dev *dev, unsigned int index,
+			   struct virtq *vq)
+{
+	struct v9p *v = to_v9p(dev);
+	int ret;
+
+	if (index != 0)
+		return -EINVAL;
+	if (v->running)
+		return -EBUSY;
+	v->nslots = vq->size;
+	v->slots = calloc(v->nslots, sizeof(*v->slots));
+	v->iovs = calloc((size_t)v->nslots * VIRTIO_9P_MAX_IOV, sizeof(*v->iovs));
+	v->sess = p9_session_new(v->srv);
+	if (!v->slots || !v->iovs || !v->sess) {
+		free_pool(v);
+		p9_session_free(v->sess);
+		v->sess = NULL;
+		return -ENOMEM;
+	}
+	v->free_list = NULL;
+	for (unsigned int i = 0; i < v->nslots; i++) {
+		v->slots[i].iov = v->iovs + (size_t)i * VIRTIO_9P_MAX_IOV;
+		v->slots[i].next = v->free_list;
+		v->free_list = &v->slots[i];
+	}
+	v->ready_head = v->ready_tail = NULL;
+	v->inflight = 0;
+	v->vq = vq;
+	v->stop = v->broken = false;
+	for (v->nworkers = 0; v->nworkers < VIRTIO_9P_WORKERS; v->nworkers++) {
+		ret = pthread_create(&v->workers[v->nworkers], NULL,
+				     worker_main, v);
+		if (ret)
+			break;
+	}
+	ret = v->nworkers ? pthread_create(&v->queue_thread, NULL, queue_main, v) : EAGAIN;
+	if (ret) {
+		pthread_mutex_lock(&v->lock);
+		v->stop = true;
+		pthread_cond_broadcast(&v->cond);
+		pthread_mutex_unlock(&v->lock);
+		for (unsigned int i = 0; i < v->nworkers; i++)
+			pthread_join(v->workers[i], NULL);
+		free_pool(v);
+		p9_session_free(v->sess);
+		v->sess = NULL;
+		return -ret;
+	}
+	v->running = true;
+	return 0;
+}
+
+static void v9p_queue_stop(struct virtio_dev *dev, unsigned int index)
+{
+	struct v9p *v = to_v9p(dev);
+	uint64_t one = 1;
+
+	if (index != 0 || !v->running)
+		return;
+	/* Drain: every popped request is served and pushed first. */
+	pthread_mutex_lock(&v->lock);
+	while (v->inflight)
+		pthread_cond_wait(&v->cond, &v->lock);
+	v->stop = true;
+	pthread_cond_broadcast(&v->cond);
+	pthread_mutex_unlock(&v->lock);
+	if (write(v->vq->kick_fd, &one, sizeof(one)) < 0)
+		pr_warn("virtio-9p: waking the queue thread: %s", strerror(errno));
+	pthread_join(v->queue_thread, NULL);
+	for (unsigned int i = 0; i < v->nworkers; i++)
+		pthread_join(v->workers[i], NULL);
+	free_pool(v);
+	/* A reset ends the mount: its fids go with it. */
+	p9_session_free(v->sess);
+	v->sess = NULL;
+	v->running = false;
+}
+
+static void v9p_config_read(struct virtio_dev *dev, uint32_t offset,
+			    void *data, uint32_t len)
+{
+	struct v9p *v = to_v9p(dev);
+
+	if (offset > dev->config_len || len > dev->config_len - offset)
+		return;
+	memcpy(data, v->config + offset, len);
+}
+
+static void v9p_config_write(struct virtio_dev *dev, uint32_t offset,
+			     const void *data, uint32_t len)
+{
+	/* The mount tag is read-only. */
+}
+
+static int v9p_features_ok(struct virtio_dev *dev)
+{
+	return 0;
+}
+
+static void v9p_destroy(struct virtio_dev *dev)
+{
+	struct v9p *v = to_v9p(dev);
+
+	v9p_queue_stop(dev, 0);
+	p9_server_close(v->srv);
+	pthread_mutex_destroy(&v->lock);
+	pthread_cond_destroy(&v->cond);
+	pthread_mutex_destroy(&v->push_lock);
+	free(v->config);
+	free(v);
+}
+
+static const struct virtio_dev_ops v9p_ops = {
+	.config_read = v9p_config_read,
+	.config_write = v9p_config_write,
+	.features_ok = v9p_features_ok,
+	.queue_start = v9p_queue_start,
+	.queue_stop = v9p_queue_stop,
+	.destroy = v9p_destroy,
+};
+
+struct virtio_dev *virtio_9p_create(const struct share_cfg *cfg, char *err,
+				    size_t errlen)
+{
+	struct p9_server_cfg scfg = { .path = cfg->path, .ro = cfg->ro,
+				      .msize = cfg->msize };
+	size_t tl = cfg->tag ? strlen(cfg->tag) : 0;
+	struct v9p *v;
+
+	if (!tl || tl > 0xffff) {
+		snprintf(err, errlen, "--share %s: a tag= is required for virtio-9p",
+			 cfg->path);
+		return NULL;
+	}
+	v = calloc(1, sizeof(*v));
+	if (!v || !(v->config = malloc(2 + tl))) {
+		free(v);
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	if (p9_server_open(&scfg, &v->srv, err, errlen)) {
+		free(v->config);
+		free(v);
+		return NULL;
+	}
+	/* struct virtio_9p_config: le16 tag_len, then the tag (no NUL). */
+	v->config[0] = tl;
+	v->config[1] = tl >> 8;
+	memcpy(v->config + 2, cfg->tag, tl);
+	pthread_mutex_init(&v->lock, NULL);
+	pthread_cond_init(&v->cond, NULL);
+	pthread_mutex_init(&v->push_lock, NULL);
+	v->dev.name = "virtio-9p";
+	v->dev.device_id = VIRTIO_ID_9P;
+	v->dev.num_queues = 1;
+	v->dev.max_queue_size = VIRTIO_9P_QUEUE_SIZE;
+	v->dev.config_len = 2 + tl;
+	v->dev.host_features = 1ull << VIRTIO_F_VERSION_1 |
+			       1ull << VIRTIO_F_RING_INDIRECT_DESC |
+			       1ull << VIRTIO_F_RING_EVENT_IDX |
+			       1ull << VIRTIO_9P_F_MOUNT_TAG;
+	v->dev.ops = &v9p_ops;
+	return &v->dev;
+}
