@@ -5,6 +5,7 @@
 #include "devices.h"
 #include "hw/pci.h"
 #include "lib/log.h"
+#include "virtio/9p.h"
 #include "virtio/blk.h"
 #include "virtio/pci.h"
 #include "vm/vm.h"
@@ -18,6 +19,23 @@ static int add_virtio_blk(struct vm *vm, struct pci_bus *pci,
 
 	if (!dev) {
 		pr_err("--disk: %s", err);
+		return -EINVAL;
+	}
+	ret = virtio_pci_create(vm, pci, dev);
+	if (ret)
+		dev->ops->destroy(dev);
+	return ret;
+}
+
+static int add_virtio_9p(struct vm *vm, struct pci_bus *pci,
+			 const struct share_cfg *s)
+{
+	char err[512];
+	struct virtio_dev *dev = virtio_9p_create(s, err, sizeof(err));
+	int ret;
+
+	if (!dev) {
+		pr_err("--share: %s", err);
 		return -EINVAL;
 	}
 	ret = virtio_pci_create(vm, pci, dev);
@@ -49,9 +67,10 @@ int devices_create(struct vm *vm, const struct vm_config *cfg)
 		if (ret)
 			return ret;
 	}
-	if (cfg->nshares) {
-		pr_err("--share is not supported by this build yet");
-		return -ENOTSUP;
+	for (unsigned int i = 0; i < cfg->nshares; i++) {
+		ret = add_virtio_9p(vm, pci, &cfg->shares[i]);
+		if (ret)
+			return ret;
 	}
 	return 0;
 }
