@@ -7,7 +7,8 @@
  *   bench=blk       4k randread QD1/QD32, 4k randwrite QD32, 64k seq
  *                   read/write QD16, verified, with IOPS/bw/latency
  * Options: mode=poll|msix, blk_dev=N, seed=N, region_off=BYTES, strict_ro=1,
- * region=BYTES, secs=N (bench, per job), io_timeout_ms=N. */
+ * region=BYTES, secs=N (bench, per job), io_timeout_ms=N, indirect=1,
+ * event_idx=0. */
 #include "blk_job.h"
 #include "lib/pattern.h"
 #include "lib/probe.h"

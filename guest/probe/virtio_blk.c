@@ -9,6 +9,7 @@ struct vblk_slot {
 	uint64_t sector;
 	uint8_t status;
 	uint8_t pad[15];
+	struct virtq_desc table[VBLK_MAX_SEGS + 2];	/* indirect mode */
 };
 
 static uint32_t cfg32(struct vblk *b, unsigned int off)
@@ -37,6 +38,8 @@ int vblk_open(struct vblk *b, unsigned int index, bool msix)
 		return -1;
 	if (opt_u64("event_idx", 1) == 0)
 		want &= ~VIRTIO_F_EVENT_IDX;
+	if (opt_u64("indirect", 0))
+		want |= VIRTIO_F_INDIRECT_DESC;
 	if (virtio_pci_negotiate(&b->vp, want) < 0)
 		return -1;
 	if (!b->vp.devcfg || b->vp.devcfg_len < 8) {
@@ -62,6 +65,12 @@ int vblk_open(struct vblk *b, unsigned int index, bool msix)
 		b->max_wz_seg = cfg32(b, 52);
 	}
 	b->ro = virtio_has(&b->vp, VIRTIO_BLK_F_RO);
+	b->indirect = virtio_has(&b->vp, VIRTIO_F_INDIRECT_DESC);
+	if (opt_u64("indirect", 0) && !b->indirect) {
+		pr("probe: virtio-blk: indirect=1 but the device does not offer "
+		   "VIRTIO_F_INDIRECT_DESC\n");
+		return -1;
+	}
 	b->msix = msix;
 	if (msix) {
 		if (virtio_pci_msix_enable(&b->vp) < 0 ||
@@ -88,9 +97,9 @@ int vblk_open(struct vblk *b, unsigned int index, bool msix)
 	}
 	pr("probe: blk dev=%02x:%02x.%x capacity=%lu blk_size=%u seg_max=%u "
 	   "size_max=%u queues=%u queue_size=%u ro=%u features=0x%lx "
-	   "mode=%s\n", pci->bus, pci->dev, pci->fn, b->capacity, b->blk_size,
-	   b->seg_max, b->size_max, b->num_queues, b->vq.size, b->ro,
-	   b->vp.features, msix ? "msix" : "poll");
+	   "mode=%s indirect=%u\n", pci->bus, pci->dev, pci->fn, b->capacity,
+	   b->blk_size, b->seg_max, b->size_max, b->num_queues, b->vq.size,
+	   b->ro, b->vp.features, msix ? "msix" : "poll", b->indirect);
 	return 0;
 }
 
@@ -117,7 +126,8 @@ int vblk_submit(struct vblk *b, struct vblk_io *io)
 						dev_writes };
 	bufs[n++] = (struct virtq_buf){ &s->status, 1, true };
 	io->t_submit = rdtsc();
-	head = virtq_add(&b->vq, bufs, n);
+	head = b->indirect ? virtq_add_indirect(&b->vq, s->table, bufs, n)
+			   : virtq_add(&b->vq, bufs, n);
 	if (head < 0)
 		return -1;
 	b->nfree--;

@@ -63,7 +63,7 @@ struct vblk {
 	uint32_t max_discard_sectors, max_discard_seg;
 	uint32_t max_wz_sectors, max_wz_seg;
 	uint16_t num_queues;
-	bool ro, msix;
+	bool ro, msix, indirect;
 	unsigned int inflight;
 	/* per-slot DMA header and status */
 	struct vblk_slot *slots;

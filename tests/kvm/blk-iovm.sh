@@ -2,8 +2,9 @@
 # The probe's full virtio-blk test on iovm with a real disk file: every
 # request type with data checks, error statuses, random writes then verified
 # reads at 4k/16k/64k and QD 1/32; then the host file is checked for the
-# pattern the probe reports. Polling with cache=none on 1 vCPU, then MSI-X
-# with cache=writeback on 2 vCPUs (one queue each by default).
+# pattern the probe reports. Polling with cache=none on 1 vCPU; MSI-X with
+# cache=writeback and indirect descriptors on 2 vCPUs (one queue each by
+# default); polling without EVENT_IDX on a smaller region.
 # Usage: blk-iovm.sh IOVM PROBE_ELF BLK_CHECK
 set -u
 . "$(dirname "$0")/probe-lib.sh"
@@ -14,12 +15,15 @@ disk=$scratch/disk.img
 fallocate -l 32M "$disk" || die "cannot create $disk"
 
 n=0
-for cfg in "1 none poll" "2 writeback msix"; do
+for cfg in "1 none mode=poll" "2 writeback mode=msix indirect=1" \
+	"1 none mode=poll event_idx=0 region=4M"; do
 	set -- $cfg
+	cpus=$1 cache=$2
+	shift 2
 	n=$((n + 1))
 	run_probe "$scratch/log$n" 120 "$iovm" run --kernel "$probe" \
-		--cpus "$1" --memory 128M --disk "path=$disk,cache=$2" \
-		--append "test=blk mode=$3 seed=$((10 + n))"
+		--cpus "$cpus" --memory 128M --disk "path=$disk,cache=$cache" \
+		--append "test=blk seed=$((10 + n)) $*"
 	skip_if_no_disks "$scratch/log$n"
 	expect_pass "$scratch/log$n"
 	off=$(field "$scratch/log$n" "probe: blk pattern" offset)

@@ -225,9 +225,46 @@ int virtq_setup(struct virtio_pci *vp, struct virtq *vq, uint16_t index,
 	return 0;
 }
 
+static void publish(struct virtq *vq, uint16_t head)
+{
+	vq->avail[2 + (vq->avail_idx & (vq->size - 1))] = head;
+	/* Descriptors and ring entry before the index (x86: stores stay in
+	 * order; the compiler must not reorder them). */
+	barrier();
+	vq->avail_idx++;
+	vq->avail[1] = vq->avail_idx;
+}
+
+int virtq_add_indirect(struct virtq *vq, volatile struct virtq_desc *table,
+		       const struct virtq_buf *bufs, unsigned int n)
+{
+	volatile struct virtq_desc *d;
+	uint16_t head;
+
+	if (!n || !vq->num_free)
+		return -1;
+	for (unsigned int k = 0; k < n; k++) {
+		table[k].addr = virt_to_phys(bufs[k].addr);
+		table[k].len = bufs[k].len;
+		table[k].flags = (bufs[k].write ? VIRTQ_DESC_F_WRITE : 0) |
+				 (k + 1 < n ? VIRTQ_DESC_F_NEXT : 0);
+		table[k].next = (uint16_t)(k + 1 < n ? k + 1 : 0);
+	}
+	head = vq->free_head;
+	d = &vq->desc[head];
+	vq->free_head = d->next;
+	vq->num_free--;
+	d->addr = virt_to_phys(table);
+	d->len = n * (uint32_t)sizeof(struct virtq_desc);
+	d->flags = VIRTQ_DESC_F_INDIRECT;
+	vq->chain_len[head] = 1;
+	publish(vq, head);
+	return head;
+}
+
 int virtq_add(struct virtq *vq, const struct virtq_buf *bufs, unsigned int n)
 {
-	uint16_t head, i, prev = 0;
+	uint16_t head, i;
 
 	if (!n || n > vq->num_free)
 		return -1;
@@ -239,19 +276,12 @@ int virtq_add(struct virtq *vq, const struct virtq_buf *bufs, unsigned int n)
 		d->len = bufs[k].len;
 		d->flags = (bufs[k].write ? VIRTQ_DESC_F_WRITE : 0) |
 			   (k + 1 < n ? VIRTQ_DESC_F_NEXT : 0);
-		prev = i;
 		i = d->next;
 	}
 	vq->free_head = i;
 	vq->num_free -= n;
-	(void)prev;
 	vq->chain_len[head] = (uint16_t)n;
-	vq->avail[2 + (vq->avail_idx & (vq->size - 1))] = head;
-	/* Descriptors and ring entry before the index (x86: stores stay in
-	 * order; the compiler must not reorder them). */
-	barrier();
-	vq->avail_idx++;
-	vq->avail[1] = vq->avail_idx;
+	publish(vq, head);
 	return head;
 }
 

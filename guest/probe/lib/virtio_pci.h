@@ -133,6 +133,11 @@ int virtq_setup(struct virtio_pci *vp, struct virtq *vq, uint16_t index,
  * not notified: call virtq_kick after a batch). Returns the head id, or -1
  * when fewer than n descriptors are free. */
 int virtq_add(struct virtq *vq, const struct virtq_buf *bufs, unsigned int n);
+/* The same through one ring descriptor pointing at table (n entries of
+ * DMA memory owned by the caller until completion); needs
+ * VIRTIO_F_INDIRECT_DESC. */
+int virtq_add_indirect(struct virtq *vq, volatile struct virtq_desc *table,
+		       const struct virtq_buf *bufs, unsigned int n);
 /* Notifies the device of everything added since the last kick, unless the
  * device suppressed notifications (EVENT_IDX or NO_NOTIFY). */
 void virtq_kick(struct virtq *vq);
