@@ -8,7 +8,9 @@
 # time its vCPUs run guest code), and the ratios iovm/QEMU and iovm/floor.
 #
 # Usage: bench/blk.sh [--secs N] [--region SIZE] [--file PATH] [--mode poll|msix]
-#                     [--only floor,iovm,qemu]
+#                     [--only floor,iovm,qemu] [--rounds N]
+# --rounds N repeats floor, iovm and QEMU N times, interleaved, and reports
+# the median of each figure (the host may be shared and noisy).
 # Needs a build (build/iovm, build/guest/probe/probe.elf, build/bench/blk-floor;
 # BUILD=dir to use another) and qemu-system-x86_64. Not part of the test suite.
 # (fio in a Linux guest needs hardware KVM; on PVM hosts only the probe runs.)
@@ -21,8 +23,9 @@ region=$((256 << 20))
 file=$build/bench-blk.img
 mode=poll
 only=floor,iovm,qemu
+rounds=1
 
-usage() { sed -n '2,15s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
+usage() { sed -n '2,17s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
 tobytes() {
 	case $1 in
 	*[kK]) echo $((${1%?} << 10)) ;;
@@ -39,12 +42,14 @@ while [ $# -gt 0 ]; do
 	--file) file=$2; shift 2 ;;
 	--mode) mode=$2; shift 2 ;;
 	--only) only=$2; shift 2 ;;
+	--rounds) rounds=$2; shift 2 ;;
 	-h | --help) usage 0 ;;
 	*) echo "blk.sh: unknown option '$1' (--help)" >&2; exit 2 ;;
 	esac
 done
 case $mode in poll | msix) ;; *) echo "blk.sh: --mode is poll or msix" >&2; exit 2 ;; esac
 case $secs in '' | *[!0-9]*) echo "blk.sh: bad --secs" >&2; exit 2 ;; esac
+case $rounds in '' | 0 | *[!0-9]*) echo "blk.sh: bad --rounds" >&2; exit 2 ;; esac
 [ $((region % 65536)) = 0 ] && [ "$region" -gt 0 ] ||
 	{ echo "blk.sh: --region must be a multiple of 64k" >&2; exit 2; }
 
@@ -111,8 +116,10 @@ run_vmm() {
 }
 
 append="bench=blk secs=$secs region=$region region_off=$offset mode=$mode"
-echo "blk.sh: file=$file region=$((region >> 20))M secs=$secs mode=$mode host=$(nproc) CPUs, $(uname -r)"
+echo "blk.sh: file=$file region=$((region >> 20))M secs=$secs mode=$mode rounds=$rounds host=$(nproc) CPUs, $(uname -r)"
 failed=0
+for round in $(seq "$rounds"); do
+[ "$rounds" = 1 ] || echo "== round $round"
 case ,$only, in *,floor,*)
 	echo "== floor (io_uring, O_DIRECT)"
 	"$floor" "$file" --offset "$offset" --region "$region" --secs "$secs" |
@@ -123,6 +130,8 @@ case ,$only, in *,iovm,*)
 	echo "== iovm"
 	run_vmm iovm "$iovm" run --kernel "$probe" --memory "$mem" \
 		--disk "path=$file,cache=none" --append "$append" || failed=1
+	grep '^job=' "$tmp/iovm.log"
+	rm -f "$tmp/iovm.log"
 	;;
 esac
 case ,$only, in *,qemu,*)
@@ -137,9 +146,12 @@ case ,$only, in *,qemu,*)
 			-drive "file=$file,if=none,id=d0,format=raw,cache=none,aio=io_uring" \
 			-device virtio-blk-pci,drive=d0,disable-legacy=on,iothread=io0 ||
 			failed=1
+		grep '^job=' "$tmp/qemu.log"
+		rm -f "$tmp/qemu.log"
 	fi
 	;;
 esac
+done
 
 echo
 awk '
@@ -153,13 +165,29 @@ function get(line, key,   n, i, kv) {
 {
 	who = $1; job = get($0, "job")
 	if (!(job in seen)) { seen[job] = 1; order[++njobs] = job }
-	iops[who, job] = get($0, "iops"); bw[who, job] = get($0, "bw_mbs")
-	mean[who, job] = get($0, "lat_mean_us"); p99[who, job] = get($0, "lat_p99_us")
-	cpu[who, job] = get($0, "cpu_us_per_io")
+	k = who SUBSEP job
+	n = ++cnt[k]
+	v_iops[k, n] = get($0, "iops"); v_bw[k, n] = get($0, "bw_mbs")
+	v_mean[k, n] = get($0, "lat_mean_us"); v_p99[k, n] = get($0, "lat_p99_us")
+	v_cpu[k, n] = get($0, "cpu_us_per_io")
+}
+# median of the n values a[k, 1..n] (mawk has no asort)
+function med(a, k, n,   i, j, t, s) {
+	for (i = 1; i <= n; i++) s[i] = a[k, i] + 0
+	for (i = 2; i <= n; i++)
+		for (j = i; j > 1 && s[j - 1] > s[j]; j--) { t = s[j]; s[j] = s[j - 1]; s[j - 1] = t }
+	return n % 2 ? s[(n + 1) / 2] : (s[n / 2] + s[n / 2 + 1]) / 2
 }
 function r(a, b) { return (a != "" && b != "" && b + 0 > 0) ? sprintf("%.2f", a / b) : "-" }
 function v(x) { return x == "" ? "-" : x }
 END {
+	for (k in cnt) {
+		iops[k] = sprintf("%.0f", med(v_iops, k, cnt[k]))
+		bw[k] = sprintf("%.1f", med(v_bw, k, cnt[k]))
+		mean[k] = sprintf("%.1f", med(v_mean, k, cnt[k]))
+		p99[k] = sprintf("%.1f", med(v_p99, k, cnt[k]))
+		cpu[k] = v_cpu[k, 1] == "" ? "" : sprintf("%.2f", med(v_cpu, k, cnt[k]))
+	}
 	printf "%-18s %-6s %9s %9s %11s %11s %11s\n", "job", "who", "iops", "MB/s", "mean_us", "p99_us", "cpu_us/io"
 	for (i = 1; i <= njobs; i++) {
 		j = order[i]
