@@ -1,0 +1,88 @@
+/* coretest: a minimal multiboot guest for iovm's VMM-core KVM tests. The
+ * first character of its command line picks what it does:
+ *   p  port I/O: unclaimed ports read all-ones, rep outsb to the UART,
+ *      then exit through port 0xf4 with 0x10 (status 33), 0x11 on failure
+ *   c  crash: a bad segment load (#GP) with an empty IDT: triple fault
+ *   r  reset through the i8042 (command 0xfe)
+ *   h  halt with interrupts off forever (a signal must stop iovm)
+ * Runs in 32-bit protected mode as multiboot hands it over. */
+	.text
+	.code32
+	.align 4
+mb_header:
+	.long 0x1BADB002, 0x3, -(0x1BADB002 + 0x3)
+
+	.globl _start
+_start:
+	cmp $0x2BADB002, %eax
+	jne fail
+	testl $4, (%ebx)		/* cmdline present */
+	jz fail
+	mov 16(%ebx), %edi
+	mov $banner, %esi
+	mov $banner_len, %ecx
+	mov $0x3f8, %dx
+	rep outsb
+	movb (%edi), %al
+	cmp $'p', %al
+	je ports
+	cmp $'c', %al
+	je crash
+	cmp $'r', %al
+	je reset
+	cmp $'h', %al
+	je hang
+	jmp fail
+
+ports:
+	mov $0x2f0, %dx
+	inb %dx, %al
+	cmp $0xff, %al
+	jne fail
+	inw %dx, %ax
+	cmp $0xffff, %ax
+	jne fail
+	inl %dx, %eax
+	cmp $0xffffffff, %eax
+	jne fail
+	outb %al, %dx			/* ignored */
+	mov $okmsg, %esi
+	mov $okmsg_len, %ecx
+	mov $0x3f8, %dx
+	rep outsb
+	mov $0x10, %al
+	jmp exit
+
+crash:
+	lidt empty_idt
+	mov $0x98, %ax			/* beyond the GDT's limit */
+	mov %ax, %ds
+	jmp fail
+
+reset:
+	mov $0xfe, %al
+	outb %al, $0x64
+	jmp hang
+
+hang:
+	cli
+	hlt
+	jmp hang
+
+fail:
+	mov $0x11, %al
+exit:
+	outb %al, $0xf4
+	jmp hang
+
+	.data
+	.align 8
+empty_idt:
+	.word 0
+	.long 0
+banner:
+	.ascii "coretest: start\n"
+	.set banner_len, . - banner
+okmsg:
+	.ascii "coretest: rep-ok\n"
+	.set okmsg_len, . - okmsg
