@@ -302,6 +302,26 @@ static bool console_input(void *opaque)
 	return true;
 }
 
+/* A crash must not leave the user's terminal raw: restore, then die of
+ * the same signal (the handler is reset by SA_RESETHAND). */
+static void fatal_signal(int sig)
+{
+	if (tio_saved)
+		tcsetattr(STDIN_FILENO, TCSANOW, &saved_tio);
+	raise(sig);
+}
+
+static void restore_on_fatal_signals(void)
+{
+	static const int sigs[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT };
+	struct sigaction sa = { .sa_handler = fatal_signal,
+				.sa_flags = SA_RESETHAND | SA_NODEFER };
+
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
+}
+
 static int raw_terminal(void)
 {
 	struct termios t;
@@ -318,6 +338,7 @@ static int raw_terminal(void)
 		return -errno;
 	tio_saved = 1;
 	atexit(serial_console_restore);
+	restore_on_fatal_signals();
 	return 0;
 }
 

@@ -729,7 +729,9 @@ static void main_loop(struct vm *vm, int sfd)
 			if (read(sfd, &si, sizeof(si)) == sizeof(si))
 				vm_request_stop(vm, signal_status(si.ssi_signo));
 		}
-		if (p[2].revents & (POLLIN | POLLHUP | POLLERR)) {
+		if (p[2].revents & POLLNVAL)	/* stdin closed */
+			p[2].fd = -1;
+		else if (p[2].revents & (POLLIN | POLLHUP | POLLERR)) {
 			/* End of input: stop watching, the guest runs on. */
 			if (!vm->input_fn(vm->input_opaque))
 				p[2].fd = -1;
