@@ -11,6 +11,8 @@
 #                      dependencies; fio and the shared libraries it needs;
 #                      sg3-utils, sdparm, blkdiscard; our /init and static
 #                      helpers (tools/guest/)
+#   initramfs.cpio     the same, uncompressed: under TCG the kernel unpacks it
+#                      seconds faster than the .gz
 #   packages.txt       the Debian packages (name=version) it was built from
 #   kernel-version     the kernel release (uname -r in the guest)
 # Packages come from Debian's archive through `apt-get download` (cached in
@@ -70,7 +72,7 @@ lists=$(ls -l --time-style=+%s /var/lib/apt/lists/ 2>/dev/null | sha256sum |
 quick_key="$inputs $lists ${IOVM_KERNEL_PKG:-}"
 outputs_ok() {
 	[ -s "$out/bzImage" ] && [ -s "$out/vmlinux" ] &&
-		[ -s "$out/initramfs.cpio.gz" ] &&
+		[ -s "$out/initramfs.cpio.gz" ] && [ -s "$out/initramfs.cpio" ] &&
 		[ -s "$out/packages.txt" ]
 }
 if [ "${IOVM_FORCE:-0}" != 1 ] && outputs_ok &&
@@ -358,7 +360,9 @@ extract_vmlinux() {
 
 # --- archives ---------------------------------------------------------------
 (cd "$root" && find . | LC_ALL=C sort |
-	cpio -o -H newc -R 0:0 --quiet) | gzip -n -6 >"$out/initramfs.cpio.gz.tmp"
+	cpio -o -H newc -R 0:0 --quiet) >"$out/initramfs.cpio.tmp"
+gzip -n -6 <"$out/initramfs.cpio.tmp" >"$out/initramfs.cpio.gz.tmp"
+mv "$out/initramfs.cpio.tmp" "$out/initramfs.cpio"
 mv "$out/initramfs.cpio.gz.tmp" "$out/initramfs.cpio.gz"
 cp "$work/kernel/boot/vmlinuz-$kver" "$out/bzImage"
 extract_vmlinux "$out/bzImage" >"$out/vmlinux.tmp"
