@@ -5,6 +5,7 @@
 #include "devices.h"
 #include "hw/pci.h"
 #include "lib/log.h"
+#include "scsi/lsi_pci.h"
 #include "virtio/9p.h"
 #include "virtio/blk.h"
 #include "virtio/pci.h"
@@ -47,6 +48,8 @@ static int add_virtio_9p(struct vm *vm, struct pci_bus *pci,
 int devices_create(struct vm *vm, const struct vm_config *cfg)
 {
 	struct pci_bus *pci = pci_bus_create(vm);
+	const struct disk_cfg *lsi_disks[CONFIG_MAX_DISKS];
+	unsigned int nlsi = 0;
 	int ret;
 
 	if (!pci)
@@ -58,12 +61,21 @@ int devices_create(struct vm *vm, const struct vm_config *cfg)
 		case DISK_IF_VIRTIO_BLK:
 			ret = add_virtio_blk(vm, pci, d);
 			break;
+		case DISK_IF_LSI:
+			lsi_disks[nlsi++] = d;	/* one HBA for all of them */
+			ret = 0;
+			break;
 		default:
 			pr_err("--disk %s: if=%s is not supported by this build yet",
 			       d->path, disk_if_name(d->iface));
 			ret = -ENOTSUP;
 			break;
 		}
+		if (ret)
+			return ret;
+	}
+	if (nlsi) {
+		ret = lsi_pci_create(vm, pci, lsi_disks, nlsi);
 		if (ret)
 			return ret;
 	}

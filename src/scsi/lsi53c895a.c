@@ -78,7 +78,7 @@ void lsi_update_irq(struct lsi *s)
 		(s->sist0 & s->regs[LSI_SIEN0]) ||
 		(s->sist1 & s->regs[LSI_SIEN1]) || (s->istat & LSI_ISTAT_INTF);
 	if (level != s->irq_level) {
-		s->irq_level = level;
+		__atomic_store_n(&s->irq_level, level, __ATOMIC_SEQ_CST);
 		if (s->p.set_irq)
 			s->p.set_irq(s->p.irq_opaque, level);
 	}
@@ -1381,6 +1381,11 @@ void lsi_destroy(struct lsi *s)
 	free(s->param_mem);
 	free(s->cmds);
 	free(s);
+}
+
+bool lsi_irq_pending(struct lsi *s)
+{
+	return __atomic_load_n(&s->irq_level, __ATOMIC_SEQ_CST);
 }
 
 unsigned int lsi_cmds_active(const struct lsi *s)

@@ -53,6 +53,9 @@ void lsi_set_ram_base(struct lsi *s, uint64_t gpa);
  * most budget instructions. Returns the number executed. */
 long lsi_poll(struct lsi *s, bool wait, long budget);
 
+/* Current INTx level (any thread, lock-free): for the resample after EOI. */
+bool lsi_irq_pending(struct lsi *s);
+
 /* Commands accepted and not yet finished (queued, disconnected or on the
  * bus), and backend requests in flight. */
 unsigned int lsi_cmds_active(const struct lsi *s);

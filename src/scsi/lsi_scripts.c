@@ -242,10 +242,10 @@ static void io_insn(struct lsi *s, uint32_t insn, uint32_t arg, uint32_t dsp,
 			lsi_set32(s, LSI_DSP, alt);
 			return;
 		}
-		if (lsi_bus_connected(s)) {
-			illegal(s);	/* only valid on a free bus */
+		/* Reselected already (a SELECT lost arbitration to the
+		 * target and jumped here): go on as reselected. */
+		if (lsi_bus_connected(s))
 			return;
-		}
 		if (!lsi_bus_reselect(s))
 			wait_for(s, insn_addr, LSI_SCR_WAIT_RESEL);
 		return;

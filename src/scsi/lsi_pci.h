@@ -1,0 +1,15 @@
+/* The LSI 53C895A HBA on the VM's PCI bus, with its --disk ...,if=lsi. */
+#ifndef IOVM_SCSI_LSI_PCI_H
+#define IOVM_SCSI_LSI_PCI_H
+
+#include "config.h"
+
+struct vm;
+struct pci_bus;
+
+/* One HBA with the n disks as targets (target= or the lowest free IDs).
+ * Prints a one-line error and returns -errno on failure. */
+int lsi_pci_create(struct vm *vm, struct pci_bus *bus,
+		   const struct disk_cfg *const *disks, unsigned int n);
+
+#endif
