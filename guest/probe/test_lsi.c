@@ -1,0 +1,378 @@
+/* LSI 53C895A tests and benchmark, through the sym53c8xx-style driver:
+ *   test=lsi   INQUIRY, READ CAPACITY, unit attention + REQUEST SENSE,
+ *              READ/WRITE with data checks, CHECK CONDITION past the end,
+ *              then qd tagged commands (reads and writes mixed) in flight
+ *              at once; with expect_disconnect=1 every one of them must have
+ *              disconnected and been reselected by its tag (iovm's HBA)
+ *   bench=lsi  sequential write then read at 64k and 16k, qd in flight,
+ *              verified: job=NAME iops=.. bw_mbs=.. lat_mean_us=.. ...
+ * Options: lsi_target=N (0), lsi_target2=N (a second disk to check),
+ * qd=N (16), secs=N (bench, per job), region=BYTES, region_off=BYTES,
+ * seed=N, io_timeout_ms=N. */
+#include "lib/pattern.h"
+#include "lib/probe.h"
+#include "lsi.h"
+
+static struct lsi_hba hba;
+
+static void *buf_alloc(size_t n)
+{
+	void *p = dma_alloc(n, 4096);
+
+	if (!p)
+		probe_fail("out of memory");
+	return p;
+}
+
+static void rw10(uint8_t *cdb, uint8_t op, uint32_t lba, uint16_t blocks)
+{
+	memset(cdb, 0, 10);
+	cdb[0] = op;
+	cdb[2] = lba >> 24;
+	cdb[3] = lba >> 16;
+	cdb[4] = lba >> 8;
+	cdb[5] = lba;
+	cdb[7] = blocks >> 8;
+	cdb[8] = blocks;
+}
+
+static uint8_t sense_key(unsigned int target)
+{
+	uint8_t cdb[6] = { 0x03, 0, 0, 0, 18, 0 };
+	uint8_t *s = buf_alloc(4096);
+	uint8_t st = lsi_run1(&hba, target, cdb, 6, LSI_IN, s, 18);
+
+	if (st != 0)
+		probe_fail("lsi: REQUEST SENSE status %x", st);
+	return s[2] & 0x0f;
+}
+
+/* Clears the unit attention a bus reset leaves. */
+static void ready(unsigned int target)
+{
+	uint8_t tur[6] = { 0 };
+
+	for (int i = 0; i < 4; i++) {
+		uint8_t st = lsi_run1(&hba, target, tur, 6, LSI_NONE, NULL, 0);
+
+		if (st == 0)
+			return;
+		if (st != 2)
+			probe_fail("lsi: TEST UNIT READY status %x", st);
+		pr("probe: lsi target %u: sense key %x after reset\n", target,
+		   sense_key(target));
+	}
+	probe_fail("lsi: target %u never ready", target);
+}
+
+static uint64_t capacity(unsigned int target)
+{
+	uint8_t cdb[10] = { 0x25 };
+	uint8_t *b = buf_alloc(4096);
+	uint8_t st = lsi_run1(&hba, target, cdb, 10, LSI_IN, b, 8);
+	uint32_t last, bs;
+
+	if (st)
+		probe_fail("lsi: READ CAPACITY status %x", st);
+	last = (uint32_t)b[0] << 24 | b[1] << 16 | b[2] << 8 | b[3];
+	bs = (uint32_t)b[4] << 24 | b[5] << 16 | b[6] << 8 | b[7];
+	if (bs != 512)
+		probe_fail("lsi: block size %u", bs);
+	return ((uint64_t)last + 1) * bs;
+}
+
+static void check_target(unsigned int target, uint64_t seed)
+{
+	uint8_t inq[6] = { 0x12, 0, 0, 0, 96, 0 };
+	uint8_t cdb[10];
+	uint8_t *b = buf_alloc(65536);
+	uint64_t size;
+	uint8_t st;
+
+	ready(target);
+	st = lsi_run1(&hba, target, inq, 6, LSI_IN, b, 96);
+	if (st || (b[0] & 0x1f) != 0)
+		probe_fail("lsi: INQUIRY status %x type %x", st, b[0]);
+	pr("probe: lsi target %u: INQUIRY '%c%c%c%c%c%c%c%c' version %u\n",
+	   target, b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15], b[2]);
+	size = capacity(target);
+	pr("probe: lsi target %u: capacity=%lu\n", target, size);
+	if (size < (4 << 20))
+		probe_fail("lsi: disk too small");
+
+	/* WRITE 64k in 16 segments, READ it back */
+	pattern_fill(b, 1 << 20, 65536, seed);
+	rw10(cdb, 0x2a, (1 << 20) / 512, 128);
+	st = lsi_run1(&hba, target, cdb, 10, LSI_OUT, b, 65536);
+	if (st)
+		probe_fail("lsi: WRITE status %x", st);
+	memset(b, 0, 65536);
+	rw10(cdb, 0x28, (1 << 20) / 512, 128);
+	st = lsi_run1(&hba, target, cdb, 10, LSI_IN, b, 65536);
+	if (st)
+		probe_fail("lsi: READ status %x", st);
+	if (pattern_check(b, 1 << 20, 65536, seed) != 65536)
+		probe_fail("lsi: data read back differs");
+	pr("probe: lsi target %u: write+read 64k ok\n", target);
+
+	/* past the end: CHECK CONDITION, ILLEGAL REQUEST */
+	rw10(cdb, 0x28, (uint32_t)(size / 512), 1);
+	st = lsi_run1(&hba, target, cdb, 10, LSI_IN, b, 512);
+	if (st != 2 || sense_key(target) != 5)
+		probe_fail("lsi: read past the end: status %x", st);
+	pr("probe: lsi target %u: read past end -> CHECK CONDITION, ILLEGAL REQUEST\n",
+	   target);
+}
+
+/* qd tagged commands at once: even tags write, odd tags read what an
+ * earlier pass wrote. */
+static void check_tagged(unsigned int target, unsigned int qd, uint64_t seed)
+{
+	uint8_t **buf = buf_alloc(qd * sizeof(*buf));
+	uint64_t deadline;
+	uint32_t resel = 0;
+	unsigned int left = qd;
+	bool want_disc = opt_u64("expect_disconnect", 0);
+
+	for (unsigned int t = 0; t < qd; t++) {
+		uint64_t off = (2ull << 20) + t * 16384ull;
+		uint8_t cdb[10];
+
+		buf[t] = buf_alloc(16384);
+		pattern_fill(buf[t], off, 16384, seed);
+		rw10(cdb, 0x2a, off / 512, 32);
+		if (lsi_run1(&hba, target, cdb, 10, LSI_OUT, buf[t], 16384))
+			probe_fail("lsi: prefill write failed");
+	}
+	for (unsigned int t = 0; t < qd; t++) {
+		uint64_t off = (2ull << 20) + t * 16384ull;
+		bool wr = t & 1;
+		void *seg[4];
+		uint32_t len[4];
+		uint8_t cdb[10];
+
+		if (wr)
+			pattern_fill(buf[t], off, 16384, seed + 1);
+		else
+			memset(buf[t], 0, 16384);
+		for (int i = 0; i < 4; i++) {
+			seg[i] = buf[t] + i * 4096;
+			len[i] = 4096;
+		}
+		rw10(cdb, wr ? 0x2a : 0x28, off / 512, 32);
+		lsi_submit(&hba, t, target, cdb, 10, wr ? LSI_OUT : LSI_IN, seg,
+			   len, 4);
+	}
+	lsi_kick(&hba);
+	deadline = rdtsc() + ms_to_ticks(opt_u64("io_timeout_ms", 10000));
+	while (left) {
+		int t = lsi_reap(&hba);
+
+		if (t < 0) {
+			if (rdtsc() > deadline)
+				probe_fail("lsi: %u tagged commands never completed",
+					   left);
+			cpu_relax();
+			continue;
+		}
+		if ((unsigned int)t >= qd || lsi_status(&hba, t))
+			probe_fail("lsi: tag %d status %x", t, lsi_status(&hba, t));
+		resel += lsi_resel_count(&hba, t);
+		left--;
+	}
+	for (unsigned int t = 0; t < qd; t++) {
+		uint64_t off = (2ull << 20) + t * 16384ull;
+		uint8_t cdb[10];
+
+		if (t & 1) {
+			memset(buf[t], 0, 16384);
+			rw10(cdb, 0x28, off / 512, 32);
+			if (lsi_run1(&hba, target, cdb, 10, LSI_IN, buf[t], 16384))
+				probe_fail("lsi: read back failed");
+		}
+		if (pattern_check(buf[t], off, 16384, seed + (t & 1)) != 16384)
+			probe_fail("lsi: tag %u data differs", t);
+	}
+	pr("probe: lsi target %u: %u tagged reads+writes in flight, reselections=%u\n",
+	   target, qd, resel);
+	if (want_disc && resel < qd)
+		probe_fail("lsi: only %u of %u commands disconnected", resel, qd);
+}
+
+static void test_lsi(void)
+{
+	unsigned int target = opt_u64("lsi_target", 0);
+	uint64_t seed = opt_u64("seed", 1);
+	unsigned int qd = opt_u64("qd", 16);
+
+	if (qd == 0 || qd > LSI_NTAGS)
+		probe_fail("qd must be 1..%u", LSI_NTAGS);
+	if (lsi_open(&hba, 0))
+		probe_fail("lsi: no usable HBA");
+	check_target(target, seed);
+	check_tagged(target, qd, seed);
+	if (opt_has("lsi_target2")) {
+		unsigned int t2 = opt_u64("lsi_target2", 0);
+
+		check_target(t2, seed + 7);
+		check_tagged(t2, qd, seed + 7);
+	}
+}
+
+PROBE_TEST(lsi, "lsi", test_lsi,
+	   "LSI 53C895A: SCSI commands, data, errors, tagged queueing");
+
+/* ---- benchmark ---- */
+
+struct lsi_job {
+	const char *name;
+	bool write;
+	uint32_t bs;
+};
+
+static void job_run(const struct lsi_job *j, unsigned int target,
+		    unsigned int qd, uint64_t off0, uint64_t region,
+		    uint64_t secs, uint64_t seed, uint8_t **bufs,
+		    struct lat_stats *lat, bool one_pass)
+{
+	uint64_t start[LSI_NTAGS], lba_off[LSI_NTAGS];
+	uint64_t next = 0, ios = 0, t0, end;
+	unsigned int nseg = j->bs / 4096, inflight = 0;
+
+	lat->n = lat->count = lat->sum = 0;
+	t0 = rdtsc();
+	end = one_pass ? UINT64_MAX : t0 + ms_to_ticks(secs * 1000);
+	/* Fill the queue, then keep it full: every completion resubmits
+	 * its tag at the next offset until the time is up. */
+	for (unsigned int tag = 0; tag < qd && next < region; tag++) {
+		void *seg[LSI_MAX_SG];
+		uint32_t len[LSI_MAX_SG];
+		uint8_t cdb[10];
+		uint64_t off = off0 + next % region;
+
+		next += j->bs;
+		for (unsigned int i = 0; i < nseg; i++) {
+			seg[i] = bufs[tag] + i * 4096;
+			len[i] = 4096;
+		}
+		if (j->write)
+			pattern_fill(bufs[tag], off, j->bs, seed);
+		rw10(cdb, j->write ? 0x2a : 0x28, off / 512, j->bs / 512);
+		lba_off[tag] = off;
+		start[tag] = rdtsc();
+		lsi_submit(&hba, tag, target, cdb, 10,
+			   j->write ? LSI_OUT : LSI_IN, seg, len, nseg);
+		inflight++;
+	}
+	lsi_kick(&hba);
+	while (inflight) {
+		bool kick = false;
+		int t;
+
+		/* Take every completion there is, resubmit, kick once: the
+		 * SIGP write is an exit. */
+		while ((t = lsi_reap(&hba)) >= 0) {
+			uint64_t now = rdtsc();
+
+			if (lsi_status(&hba, t))
+				probe_fail("job %s: status %x", j->name,
+					   lsi_status(&hba, t));
+			if (!j->write &&
+			    pattern_check(bufs[t], lba_off[t], j->bs, seed) !=
+				    j->bs)
+				probe_fail("job %s: data at %lu differs",
+					   j->name, lba_off[t]);
+			lat_add(lat, now - start[t]);
+			ios++;
+			inflight--;
+			if (now < end && (!one_pass || next < region)) {
+				void *seg[LSI_MAX_SG];
+				uint32_t len[LSI_MAX_SG];
+				uint8_t cdb[10];
+				uint64_t off = off0 + next % region;
+
+				next += j->bs;
+				for (unsigned int i = 0; i < nseg; i++) {
+					seg[i] = bufs[t] + i * 4096;
+					len[i] = 4096;
+				}
+				if (j->write)
+					pattern_fill(bufs[t], off, j->bs, seed);
+				rw10(cdb, j->write ? 0x2a : 0x28, off / 512,
+				     j->bs / 512);
+				lba_off[t] = off;
+				start[t] = rdtsc();
+				lsi_submit(&hba, t, target, cdb, 10,
+					   j->write ? LSI_OUT : LSI_IN, seg,
+					   len, nseg);
+				inflight++;
+				kick = true;
+			}
+		}
+		if (kick) {
+			lsi_kick(&hba);
+			continue;
+		}
+		if (!one_pass &&
+		    rdtsc() > end + ms_to_ticks(opt_u64("io_timeout_ms", 10000)))
+			probe_fail("job %s: I/O timed out", j->name);
+		cpu_relax();
+	}
+	{
+		uint64_t ns = ticks_to_ns(rdtsc() - t0);
+		uint64_t iops = ios * 1000000000ull / (ns ? ns : 1);
+
+		if (one_pass)
+			return;
+		pr("job=%s iops=%lu bw_mbs=%lu lat_mean_us=%lu lat_p99_us=%lu ios=%lu\n",
+		   j->name, iops, iops * j->bs / 1000000,
+		   lat_mean_ns(lat) / 1000, lat_pct_ns(lat, 99) / 1000, ios);
+	}
+}
+
+static void bench_lsi(void)
+{
+	static const struct lsi_job jobs[] = {
+		{ "seqwrite-64k", true, 65536 },
+		{ "seqread-64k", false, 65536 },
+		{ "seqwrite-16k", true, 16384 },
+		{ "seqread-16k", false, 16384 },
+	};
+	unsigned int target = opt_u64("lsi_target", 0);
+	unsigned int qd = opt_u64("qd", 16);
+	uint64_t off = opt_u64("region_off", 1 << 20);
+	uint64_t region = opt_u64("region", 64 << 20);
+	uint64_t secs = opt_u64("secs", 3);
+	uint64_t seed = opt_u64("seed", 1);
+	uint64_t ncap = opt_u64("lat_samples", 1 << 20);
+	struct lat_stats lat;
+	uint8_t *bufs[LSI_NTAGS];
+
+	if (qd == 0 || qd > LSI_NTAGS)
+		probe_fail("qd must be 1..%u", LSI_NTAGS);
+	if (region % 65536 || off % 65536 || !region)
+		probe_fail("region and region_off must be multiples of 64k");
+	for (unsigned int i = 0; i < qd; i++)
+		bufs[i] = buf_alloc(65536);
+	lat_init(&lat, buf_alloc(ncap * 4), ncap);
+	if (lsi_open(&hba, 0))
+		probe_fail("lsi: no usable HBA");
+	ready(target);
+	if (capacity(target) < off + region)
+		probe_fail("lsi: disk smaller than region_off + region");
+	/* the reads check what the writes left: cover the region once */
+	{
+		static const struct lsi_job fill = { "prefill", true, 65536 };
+
+		job_run(&fill, target, qd, off, region, 0, seed, bufs, &lat,
+			true);
+	}
+	pr("probe: bench region offset=%lu len=%lu secs=%lu qd=%u\n", off,
+	   region, secs, qd);
+	for (unsigned int i = 0; i < sizeof(jobs) / sizeof(jobs[0]); i++)
+		job_run(&jobs[i], target, qd, off, region, secs, seed, bufs,
+			&lat, false);
+}
+
+PROBE_TEST(bench_lsi, "bench-lsi", bench_lsi,
+	   "LSI 53C895A: sequential 64k/16k writes and reads, qd in flight");
