@@ -236,9 +236,13 @@ static int do_set_features(struct vhu_server *s, struct vhu_msg *m)
 	uint64_t old = s->dev->guest_features;
 	int ret;
 
-	if (f & ~offered)
-		return fail(s, -EINVAL, "features 0x%" PRIx64 " include unoffered bits 0x%" PRIx64,
-			    f, f & ~offered);
+	/* QEMU acks some device features without asking the back-end (its
+	 * vhost-user-scsi sets CHANGE whatever was offered): such bits are
+	 * dropped, so the device only ever sees features it offered. */
+	if (f & ~offered) {
+		pr_debug("vhost-user: ignoring unoffered features 0x%" PRIx64, f & ~offered);
+		f &= offered;
+	}
 	stop_all(s);
 	s->dev->guest_features = f & ~(1ull << VHU_F_PROTOCOL_FEATURES);
 	ret = s->dev->ops->features_ok ? s->dev->ops->features_ok(s->dev) : 0;

@@ -352,6 +352,13 @@ static void test_full_session(void **state)
 	assert_int_equal(get_u64(c->cfd, VHU_GET_MAX_MEM_SLOTS), VHU_MEM_MAX_REGIONS);
 	assert_true(c->fake.dev.guest_features & (1ull << VIRTIO_F_RING_EVENT_IDX));
 	assert_false(c->fake.dev.guest_features & (1ull << VHU_F_PROTOCOL_FEATURES));
+	/* Bits the back-end never offered are dropped, not passed on. */
+	f = (1ull << VIRTIO_F_VERSION_1) | (1ull << VHU_F_PROTOCOL_FEATURES) | (1ull << 33) | 4;
+	assert_int_equal(send_ack(c->cfd, VHU_SET_FEATURES, &f, 8, NULL, 0), 0);
+	assert_int_equal(c->fake.dev.guest_features, 1ull << VIRTIO_F_VERSION_1);
+	f = (1ull << VIRTIO_F_VERSION_1) | (1ull << VIRTIO_F_RING_EVENT_IDX) |
+	    (1ull << VHU_F_PROTOCOL_FEATURES);
+	assert_int_equal(send_ack(c->cfd, VHU_SET_FEATURES, &f, 8, NULL, 0), 0);
 
 	/* Config space: a window of it, and past its end reads zero. */
 	send_req(c->cfd, VHU_GET_CONFIG, &cfg, VHU_CONFIG_HDR_SIZE + cfg.size);
@@ -541,7 +548,7 @@ enum hostile_kind {
 	H_TABLE_OVERLAP_UADDR, H_TABLE_EMPTY_REGION, H_TABLE_WRAP, H_TABLE_TOO_MANY,
 	H_TABLE_SIZE, H_TABLE_NOT_FILE, H_VRING_INDEX, H_VRING_NUM, H_KICK_NOFD_WITH_FD,
 	H_KICK_NO_FD, H_KICK_POLLING, H_FD_ON_OWNER, H_TRUNCATED, H_RING_OUTSIDE,
-	H_FEATURES_UNOFFERED, H_FEATURES_REFUSED, H_ADD_REG_NO_PF, H_CONFIG_SIZE,
+	H_FEATURES_REFUSED, H_ADD_REG_NO_PF, H_CONFIG_SIZE,
 	H_CONFIG_TOO_BIG, H_ADD_REG_NO_FD, H_PF_UNOFFERED, H_BASE_RANGE, H_ENABLE_VALUE,
 	H_VRING_LOG, H_KICK_BITS, H_COUNT
 };
@@ -658,10 +665,6 @@ static void send_hostile(struct conn *c, enum hostile_kind k)
 		send_msg(c->cfd, VHU_SET_VRING_KICK, VHU_VERSION, &u, 8, &ev, 1);
 		break;
 	}
-	case H_FEATURES_UNOFFERED:
-		u = 1ull << 33;
-		send_req(c->cfd, VHU_SET_FEATURES, &u, 8);
-		break;
 	case H_FEATURES_REFUSED:
 		u = 1ull << VIRTIO_F_RING_EVENT_IDX;	/* no VERSION_1 */
 		send_req(c->cfd, VHU_SET_FEATURES, &u, 8);
