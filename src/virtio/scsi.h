@@ -1,0 +1,95 @@
+/* virtio-scsi HBA: SCSI disks (src/scsi/disk.c) behind virtio queues.
+ * Transport-independent: virtio-pci in `iovm run`, vhost-user in
+ * `iovm vhost-user-scsi`. */
+#ifndef IOVM_VIRTIO_SCSI_H
+#define IOVM_VIRTIO_SCSI_H
+
+#include <stddef.h>
+
+#include "config.h"
+#include "virtio/virtio.h"
+
+/* Queues: control, event, then the request queues. */
+#define VIRTIO_SCSI_CTRL_Q 0
+#define VIRTIO_SCSI_EVENT_Q 1
+#define VIRTIO_SCSI_REQ_Q0 2
+
+#define VIRTIO_SCSI_MAX_QUEUES 64	/* request queues */
+#define VIRTIO_SCSI_QUEUE_SIZE 256
+#define VIRTIO_SCSI_SEG_MAX 254		/* data segments per request */
+#define VIRTIO_SCSI_MAX_SECTORS 65535	/* 512-byte sectors per request */
+#define VIRTIO_SCSI_MAX_TARGET 15
+#define VIRTIO_SCSI_MAX_LUN 255
+#define VIRTIO_SCSI_CDB_DEFAULT 32
+#define VIRTIO_SCSI_SENSE_DEFAULT 96
+#define VIRTIO_SCSI_CDB_MAX 255		/* largest cdb_size accepted */
+#define VIRTIO_SCSI_SENSE_MAX 4096	/* largest sense_size accepted */
+
+/* Config space (virtio 1.2, 5.6.4), little-endian. */
+#define VIRTIO_SCSI_CFG_NUM_QUEUES 0
+#define VIRTIO_SCSI_CFG_SEG_MAX 4
+#define VIRTIO_SCSI_CFG_MAX_SECTORS 8
+#define VIRTIO_SCSI_CFG_CMD_PER_LUN 12
+#define VIRTIO_SCSI_CFG_EVENT_INFO_SIZE 16
+#define VIRTIO_SCSI_CFG_SENSE_SIZE 20	/* writable */
+#define VIRTIO_SCSI_CFG_CDB_SIZE 24	/* writable */
+#define VIRTIO_SCSI_CFG_MAX_CHANNEL 28
+#define VIRTIO_SCSI_CFG_MAX_TARGET 30
+#define VIRTIO_SCSI_CFG_MAX_LUN 32
+#define VIRTIO_SCSI_CFG_LEN 36
+
+/* Request header: lun[8], id (le64), task_attr, prio, crn, cdb[cdb_size]. */
+#define VIRTIO_SCSI_REQ_HDR 19
+/* Response: sense_len, residual (le32), status_qualifier (le16), status,
+ * response, then sense[sense_size]. */
+#define VIRTIO_SCSI_RESP_HDR 12
+
+/* Response codes. */
+#define VIRTIO_SCSI_S_OK 0
+#define VIRTIO_SCSI_S_FUNCTION_COMPLETE 0
+#define VIRTIO_SCSI_S_OVERRUN 1
+#define VIRTIO_SCSI_S_ABORTED 2
+#define VIRTIO_SCSI_S_BAD_TARGET 3
+#define VIRTIO_SCSI_S_RESET 4
+#define VIRTIO_SCSI_S_BUSY 5
+#define VIRTIO_SCSI_S_TRANSPORT_FAILURE 6
+#define VIRTIO_SCSI_S_TARGET_FAILURE 7
+#define VIRTIO_SCSI_S_NEXUS_FAILURE 8
+#define VIRTIO_SCSI_S_FAILURE 9
+#define VIRTIO_SCSI_S_FUNCTION_SUCCEEDED 10
+#define VIRTIO_SCSI_S_FUNCTION_REJECTED 11
+#define VIRTIO_SCSI_S_INCORRECT_LUN 12
+
+/* Control queue request types and TMF subtypes. */
+#define VIRTIO_SCSI_T_TMF 0
+#define VIRTIO_SCSI_T_AN_QUERY 1
+#define VIRTIO_SCSI_T_AN_SUBSCRIBE 2
+
+#define VIRTIO_SCSI_T_TMF_ABORT_TASK 0
+#define VIRTIO_SCSI_T_TMF_ABORT_TASK_SET 1
+#define VIRTIO_SCSI_T_TMF_CLEAR_ACA 2
+#define VIRTIO_SCSI_T_TMF_CLEAR_TASK_SET 3
+#define VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET 4
+#define VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET 5
+#define VIRTIO_SCSI_T_TMF_QUERY_TASK 6
+#define VIRTIO_SCSI_T_TMF_QUERY_TASK_SET 7
+
+/* A TMF is 24 readable bytes (type, subtype, lun[8], id) and 1 writable
+ * (response); AN requests are 16 readable (type, lun[8], event_requested)
+ * and 5 writable (event_actual, response). */
+#define VIRTIO_SCSI_TMF_REQ 24
+#define VIRTIO_SCSI_AN_REQ 16
+#define VIRTIO_SCSI_AN_RESP 5
+
+/* Creates one HBA holding every disk in disks[0..n) (each with iface
+ * virtio-scsi; target/lun from the config, a disk without target= takes the
+ * lowest target no other disk names). Request queues: the largest queues=
+ * of the disks, else default_queues (one per vCPU). Opens the backends; on
+ * error returns NULL with a one-line message in err. ops->destroy closes
+ * them. */
+struct virtio_dev *virtio_scsi_create(const struct disk_cfg *const *disks,
+				      unsigned int n,
+				      unsigned int default_queues, char *err,
+				      size_t errlen);
+
+#endif
