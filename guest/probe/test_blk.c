@@ -34,6 +34,13 @@ static struct vblk *open_blk(void)
 	return &blk;
 }
 
+static void report_kicks(struct vblk *b)
+{
+	pr("probe: blk irqs=%lu kicks=%lu kicks_skipped=%lu kick_mean_ns=%lu\n",
+	   b->irqs_seen, b->vq.kicks, b->vq.kicks_skipped,
+	   b->vq.kicks ? ticks_to_ns(b->vq.kick_ticks / b->vq.kicks) : 0);
+}
+
 static void *buf_alloc(size_t n)
 {
 	void *p = dma_alloc(n, 4096);
@@ -224,8 +231,7 @@ static void test_blk(void)
 	}
 	if (b->msix && !b->irqs_seen)
 		probe_fail("MSI-X mode but no interrupt was seen");
-	pr("probe: blk irqs=%lu kicks=%lu kicks_skipped=%lu\n", b->irqs_seen,
-	   b->vq.kicks, b->vq.kicks_skipped);
+	report_kicks(b);
 	pr("probe: blk pattern offset=%lu len=%lu seed=%lu\n", off, len,
 	   seed + 100 + phase - 1);
 }
@@ -328,8 +334,7 @@ static void bench_blk(void)
 		blk_job_run(b, &jobs[i]);
 		blk_job_report(&jobs[i]);
 	}
-	pr("probe: blk irqs=%lu kicks=%lu kicks_skipped=%lu\n", b->irqs_seen,
-	   b->vq.kicks, b->vq.kicks_skipped);
+	report_kicks(b);
 }
 
 PROBE_TEST(blk, "blk", test_blk,

@@ -166,6 +166,17 @@ void sys_write(const void *buf, size_t len)
 			 : "rcx", "rdx", "memory");
 }
 
+void sys_mmio_write16(volatile void *addr, uint16_t v)
+{
+	register uint64_t r10 __asm__("r10") = SYSCALL_MAGIC;
+	uint64_t ret;
+
+	__asm__ volatile("ud2"
+			 : "=a"(ret), "+D"(addr), "+S"(v)
+			 : "a"((uint64_t)SYS_MMIO_WRITE16), "r"(r10)
+			 : "memory");
+}
+
 /* ---- CPU enumeration */
 static uint8_t sum8(const volatile uint8_t *p, size_t n)
 {

@@ -37,6 +37,8 @@ unsigned int cpus_start_aps(unsigned int timeout_ms);
 uint64_t sys_pio_loop(uint16_t port, uint64_t rounds);
 /* Writes buf to the serial port with one string-I/O instruction at CPL 0. */
 void sys_write(const void *buf, size_t len);
+/* A 16-bit MMIO write done at CPL 0. */
+void sys_mmio_write16(volatile void *addr, uint16_t v);
 /* Halts (CPL 0, IF on) until an interrupt has been handled. */
 void sys_wait_irq(void);
 

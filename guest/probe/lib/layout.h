@@ -38,5 +38,6 @@
 #define SYS_PIO_LOOP 1
 #define SYS_WAIT_IRQ 2
 #define SYS_WRITE 3
+#define SYS_MMIO_WRITE16 4
 
 #endif

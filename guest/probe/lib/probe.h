@@ -25,6 +25,8 @@ struct probe_test {
 
 /* Measures port-I/O round trips (shared by `basic` and `pio`). */
 void pio_measure(void);
+/* Measures MMIO exit round trips from CPL 3. */
+void mmio_measure(void);
 /* Enumerates CPUs, starts the APs, reports memory (part of `basic`). */
 void basic_report(void);
 

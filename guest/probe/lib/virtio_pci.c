@@ -304,7 +304,10 @@ void virtq_kick(struct virtq *vq)
 	}
 	vq->kicked_idx = new_idx;
 	if (need) {
+		uint64_t t = rdtsc();
+
 		mmio_write16(vq->notify, vq->index);
+		vq->kick_ticks += rdtsc() - t;
 		vq->kicks++;
 	} else {
 		vq->kicks_skipped++;

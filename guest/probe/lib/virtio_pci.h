@@ -115,6 +115,7 @@ struct virtq {
 	uint16_t *chain_len;		/* descriptors per head, for freeing */
 	bool irq_off;
 	uint64_t kicks, kicks_skipped;
+	uint64_t kick_ticks;		/* time spent in notify writes */
 };
 
 /* One buffer of a request: device-readable unless write (device writes). */
