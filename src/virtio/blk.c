@@ -20,6 +20,14 @@
  * that cross a guest RAM region boundary. */
 #define REQ_MAX_IOV (VIRTIO_BLK_SEG_MAX + 2 + 8)
 
+/* Sequential merging: reads (or writes) popped together whose sectors
+ * follow each other go to the backend as one readv/writev, as a real disk
+ * queue would merge them; fewer, larger host I/Os. Bounded per group. */
+#define MERGE_MAX_REQS 32
+#define MERGE_MAX_IOV 1024
+#define MERGE_MAX_BYTES (4u << 20)
+#define MERGE_SLOTS 16
+
 struct vblk_queue;
 
 /* Per-request state: taken from the queue's pool, only the fields used by
@@ -33,6 +41,29 @@ struct vblk_req {
 	uint16_t head;
 	uint32_t type;
 	struct iovec *iov;	/* REQ_MAX_IOV entries in the pool */
+	/* IN/OUT waiting in the merge group */
+	struct iovec *data_iov;
+	unsigned int data_cnt;
+	uint64_t sector;
+	struct vblk_req *merge_next;
+};
+
+/* A merged group in flight: its combined iovecs and its requests. */
+struct merge_slot {
+	struct vblk_queue *q;
+	struct merge_slot *next_free;
+	struct vblk_req *first;
+	uint64_t bytes;
+	struct iovec iov[MERGE_MAX_IOV];
+};
+
+/* The group being built while popping. */
+struct merge_group {
+	struct vblk_req *first, *last;
+	unsigned int nreq, iovcnt;
+	uint64_t bytes;
+	uint64_t next_sector;
+	uint32_t type;
 };
 
 struct vblk_queue {
@@ -52,6 +83,9 @@ struct vblk_queue {
 	struct vblk_req *reqs;
 	struct iovec *iovs;
 	struct vblk_req *free;
+	struct merge_group grp;
+	struct merge_slot *merge;	/* MERGE_SLOTS */
+	struct merge_slot *merge_free;
 };
 
 struct vblk {
@@ -168,6 +202,96 @@ static int submit_range(struct vblk *b, struct vblk_req *r, struct iovec *iov,
 			    (uint64_t)rg.num_sectors * 512, req_done, r);
 }
 
+static void merge_done(void *tag, int res)
+{
+	struct merge_slot *m = tag;
+	struct vblk_queue *q = m->q;
+	struct vblk_req *r = m->first;
+	bool ok = res >= 0 && (uint64_t)res == m->bytes;
+
+	if (!ok && res < 0)
+		pr_guest("virtio-blk: merged request failed: %s", strerror(-res));
+	while (r) {
+		struct vblk_req *next = r->merge_next;
+
+		req_finish(r, ok ? VIRTIO_BLK_S_OK : VIRTIO_BLK_S_IOERR,
+			   ok ? r->used_len : 1);
+		r = next;
+	}
+	m->next_free = q->merge_free;
+	q->merge_free = m;
+}
+
+static int submit_one(struct vblk_queue *q, struct vblk_req *r)
+{
+	return blkq_rw(q->bq, &q->b->be,
+		       r->type == VIRTIO_BLK_T_IN ? BLK_OP_READ : BLK_OP_WRITE,
+		       r->data_iov, r->data_cnt, r->sector * 512, req_done, r);
+}
+
+/* Sends the group built so far: one request as it is, several through a
+ * merge slot (or one by one when all slots are busy). */
+static void merge_flush(struct vblk_queue *q)
+{
+	struct merge_group *g = &q->grp;
+	struct merge_slot *m = q->merge_free;
+	struct vblk_req *r = g->first;
+	unsigned int n = 0;
+
+	if (!g->nreq)
+		return;
+	g->nreq = 0;
+	g->first = g->last = NULL;
+	if (!r->merge_next || !m) {
+		while (r) {
+			struct vblk_req *next = r->merge_next;
+
+			if (submit_one(q, r))
+				req_finish(r, VIRTIO_BLK_S_IOERR, 1);
+			r = next;
+		}
+		return;
+	}
+	q->merge_free = m->next_free;
+	m->first = r;
+	m->bytes = g->bytes;
+	for (; r; r = r->merge_next) {
+		memcpy(m->iov + n, r->data_iov, r->data_cnt * sizeof(*m->iov));
+		n += r->data_cnt;
+	}
+	if (blkq_rw(q->bq, &q->b->be,
+		    g->type == VIRTIO_BLK_T_IN ? BLK_OP_READ : BLK_OP_WRITE,
+		    m->iov, n, m->first->sector * 512, merge_done, m))
+		merge_done(m, -EIO);
+}
+
+/* Adds a validated read or write to the group, sending the group first
+ * when r does not continue it. */
+static void merge_add(struct vblk_queue *q, struct vblk_req *r, uint64_t bytes)
+{
+	struct merge_group *g = &q->grp;
+
+	if (g->nreq && (g->type != r->type || g->next_sector != r->sector ||
+			g->nreq == MERGE_MAX_REQS ||
+			g->iovcnt + r->data_cnt > MERGE_MAX_IOV ||
+			g->bytes + bytes > MERGE_MAX_BYTES))
+		merge_flush(q);
+	r->merge_next = NULL;
+	if (!g->nreq) {
+		g->first = r;
+		g->type = r->type;
+		g->iovcnt = 0;
+		g->bytes = 0;
+	} else {
+		g->last->merge_next = r;
+	}
+	g->last = r;
+	g->nreq++;
+	g->iovcnt += r->data_cnt;
+	g->bytes += bytes;
+	g->next_sector = r->sector + bytes / 512;
+}
+
 /* Decodes one popped chain and sends it to the backend, or completes it. */
 static void req_start(struct vblk_queue *q, struct vblk_req *r,
 		      const struct virtq_elem *e)
@@ -211,10 +335,10 @@ static void req_start(struct vblk_queue *q, struct vblk_req *r,
 			break;
 		r->data_len = data_len;
 		r->used_len = data_len + 1;
-		ret = blkq_rw(q->bq, &b->be, BLK_OP_READ, iov + out, in,
-			      h.sector * 512, req_done, r);
-		if (ret)
-			break;
+		r->data_iov = iov + out;
+		r->data_cnt = in;
+		r->sector = h.sector;
+		merge_add(q, r, data_len);
 		return;
 	case VIRTIO_BLK_T_OUT:
 		data_len = e->out_len - sizeof(h);
@@ -222,10 +346,10 @@ static void req_start(struct vblk_queue *q, struct vblk_req *r,
 		    !sectors_ok(&b->be, h.sector, data_len))
 			break;
 		r->used_len = 1;
-		ret = blkq_rw(q->bq, &b->be, BLK_OP_WRITE, iov + first,
-			      out - first, h.sector * 512, req_done, r);
-		if (ret)
-			break;
+		r->data_iov = iov + first;
+		r->data_cnt = out - first;
+		r->sector = h.sector;
+		merge_add(q, r, data_len);
 		return;
 	case VIRTIO_BLK_T_FLUSH:
 		r->used_len = 1;
@@ -290,13 +414,15 @@ static void process_ring(struct vblk_queue *q)
 				mark_broken(q, ret == -ENOBUFS ?
 					    "request with too many segments" :
 					    "malformed descriptor chain");
-				return;
+				break;	/* still send what was popped */
 			}
 			q->free = r->next;
 			req_start(q, r, &e);
 			if (q->broken)
-				return;
+				break;
 		}
+		if (q->broken)
+			break;
 		if (!q->free) {
 			q->stalled = true;
 			break;
@@ -304,6 +430,7 @@ static void process_ring(struct vblk_queue *q)
 		if (!virtq_enable_kicks(q->vq))
 			break;
 	}
+	merge_flush(q);
 	blkq_submit(q->bq);
 }
 
@@ -387,6 +514,18 @@ static int pool_init(struct vblk_queue *q, unsigned int size)
 		}
 		q->pool_size = size;
 	}
+	if (!q->merge) {
+		q->merge = calloc(MERGE_SLOTS, sizeof(*q->merge));
+		if (!q->merge)
+			return -ENOMEM;
+	}
+	q->merge_free = NULL;
+	for (unsigned int i = 0; i < MERGE_SLOTS; i++) {
+		q->merge[i].q = q;
+		q->merge[i].next_free = q->merge_free;
+		q->merge_free = &q->merge[i];
+	}
+	memset(&q->grp, 0, sizeof(q->grp));
 	q->free = NULL;
 	for (unsigned int i = 0; i < size; i++) {
 		q->reqs[i].iov = q->iovs + (size_t)i * REQ_MAX_IOV;
@@ -487,6 +626,7 @@ static void vblk_destroy(struct virtio_dev *dev)
 		vblk_queue_stop(dev, i);
 		free(b->q[i].reqs);
 		free(b->q[i].iovs);
+		free(b->q[i].merge);
 	}
 	vblk_flush(dev);
 	blk_close(&b->be);

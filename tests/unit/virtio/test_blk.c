@@ -485,6 +485,51 @@ static void test_hostile_address(void **state)
 	vdriver_queue_stop(&f->d, 0);
 }
 
+/* Sequential requests popped together are merged into one host I/O; data
+ * at every boundary is right, and requests popped before a malformed chain
+ * still complete (the queue then waits for a reset). */
+static void test_merge_then_malformed(void **state)
+{
+	struct fixture *f = *state;
+	enum { N = 6, SZ = 8192 };
+	struct breq r[N];
+	uint64_t buf = vdriver_alloc(&f->d, N * SZ), h = vdriver_alloc(&f->d, 16);
+	uint8_t *p = vdriver_ptr(&f->d, buf, N * SZ), ref[N * SZ];
+	struct vbuf bad[] = { { h, 16, false }, { RAM * 2, 512, true } };
+	uint32_t id, len;
+
+	fill(ref, sizeof(ref), 99);
+	memcpy(p, ref, sizeof(ref));
+	for (int i = 0; i < N; i++)
+		add_req(f, 0, &r[i], VIRTIO_BLK_T_OUT, 40 + i * (SZ / 512),
+			buf + i * SZ, SZ, false, i & 1);
+	memset(vdriver_ptr(&f->d, h, 16), 0, 16);
+	assert_true(vdriver_add(&f->d, 0, bad, 2, false) >= 0);
+	vdriver_kick(&f->d, 0);
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(vdriver_wait_used(&f->d, 0, &id, &len, WAIT_MS), 1);
+		assert_int_equal(len, 1);
+	}
+	for (int i = 0; i < N; i++)
+		assert_int_equal(status_of(f, &r[i]), VIRTIO_BLK_S_OK);
+	check_file(f, 40 * 512, ref, sizeof(ref));
+	assert_int_equal(f->d.needs_reset, 1);
+	/* read them back merged on the other queue, into shuffled buffers */
+	memset(p, 0, sizeof(ref));
+	for (int i = 0; i < N; i++)
+		add_req(f, 1, &r[i], VIRTIO_BLK_T_IN, 40 + i * (SZ / 512),
+			buf + (N - 1 - i) * SZ, SZ, true, !(i & 1));
+	vdriver_kick(&f->d, 1);
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(vdriver_wait_used(&f->d, 1, &id, &len, WAIT_MS), 1);
+		assert_int_equal(len, SZ + 1);
+	}
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(status_of(f, &r[i]), VIRTIO_BLK_S_OK);
+		assert_memory_equal(p + (N - 1 - i) * SZ, ref + i * SZ, SZ);
+	}
+}
+
 static void test_read_only_disk(void **state)
 {
 	struct fixture *f = *state;
@@ -599,6 +644,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_split_everything, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_status_read_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_address, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_merge_then_malformed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_read_only_disk, setup_ro, teardown),
 		cmocka_unit_test_setup_teardown(test_stop_drains, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_interrupt_suppression, setup_noevidx, teardown),
