@@ -9,6 +9,7 @@
 #include "virtio/9p.h"
 #include "virtio/blk.h"
 #include "virtio/pci.h"
+#include "virtio/scsi.h"
 #include "vm/vm.h"
 
 static int add_virtio_blk(struct vm *vm, struct pci_bus *pci,
@@ -45,8 +46,29 @@ static int add_virtio_9p(struct vm *vm, struct pci_bus *pci,
 	return ret;
 }
 
+/* All if=virtio-scsi disks go on one HBA, as targets/LUNs of it. */
+static int add_virtio_scsi(struct vm *vm, struct pci_bus *pci,
+			   const struct disk_cfg *const *disks, unsigned int n)
+{
+	char err[512];
+	struct virtio_dev *dev = virtio_scsi_create(disks, n, vm_ncpus(vm), err,
+						    sizeof(err));
+	int ret;
+
+	if (!dev) {
+		pr_err("--disk: %s", err);
+		return -EINVAL;
+	}
+	ret = virtio_pci_create(vm, pci, dev);
+	if (ret)
+		dev->ops->destroy(dev);
+	return ret;
+}
+
 int devices_create(struct vm *vm, const struct vm_config *cfg)
 {
+	const struct disk_cfg *vscsi_disks[CONFIG_MAX_DISKS];
+	unsigned int nvscsi = 0;
 	struct pci_bus *pci = pci_bus_create(vm);
 	const struct disk_cfg *lsi_disks[CONFIG_MAX_DISKS];
 	unsigned int nlsi = 0;
@@ -61,6 +83,10 @@ int devices_create(struct vm *vm, const struct vm_config *cfg)
 		case DISK_IF_VIRTIO_BLK:
 			ret = add_virtio_blk(vm, pci, d);
 			break;
+		case DISK_IF_VIRTIO_SCSI:
+			vscsi_disks[nvscsi++] = d;	/* one HBA for all */
+			ret = 0;
+			break;
 		case DISK_IF_LSI:
 			lsi_disks[nlsi++] = d;	/* one HBA for all of them */
 			ret = 0;
@@ -71,6 +97,11 @@ int devices_create(struct vm *vm, const struct vm_config *cfg)
 			ret = -ENOTSUP;
 			break;
 		}
+		if (ret)
+			return ret;
+	}
+	if (nvscsi) {
+		ret = add_virtio_scsi(vm, pci, vscsi_disks, nvscsi);
 		if (ret)
 			return ret;
 	}
