@@ -1,0 +1,188 @@
+#!/bin/bash
+# LSI 53C895A benchmark: the probe's sym53c8xx-style driver (bench=lsi:
+# sequential 64k and 16k writes then reads, qd tagged commands in flight,
+# every read verified) on iovm's LSI and on QEMU's lsi53c895a + scsi-hd
+# (cache=none, aio=io_uring), same file, same jobs, same run. Prints per job
+# IOPS, bandwidth, mean/p99 latency, host CPU time of the VMM per I/O
+# (without the time its vCPU runs guest code), and the ratios iovm/QEMU and
+# write/read. --rounds N repeats both VMMs alternately and reports medians.
+#
+# Usage: bench/lsi.sh [--secs N] [--region SIZE] [--qd N] [--rounds N]
+#                     [--file PATH] [--only iovm,qemu]
+# Needs build/iovm and build/guest/probe/probe.elf (BUILD=dir for another
+# build) and qemu-system-x86_64. Not part of the test suite.
+set -eu
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD:-$root/build}
+secs=3
+region=$((64 << 20))
+qd=16
+rounds=1
+file=$build/bench-lsi.img
+only=iovm,qemu
+
+usage() { sed -n '2,14s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
+tobytes() {
+	case $1 in
+	*[kK]) echo $((${1%?} << 10)) ;;
+	*[mM]) echo $((${1%?} << 20)) ;;
+	*[gG]) echo $((${1%?} << 30)) ;;
+	*[!0-9]* | '') echo "lsi.sh: bad size '$1'" >&2; exit 2 ;;
+	*) echo "$1" ;;
+	esac
+}
+while [ $# -gt 0 ]; do
+	case $1 in
+	--secs) secs=$2; shift 2 ;;
+	--region) region=$(tobytes "$2"); shift 2 ;;
+	--qd) qd=$2; shift 2 ;;
+	--rounds) rounds=$2; shift 2 ;;
+	--file) file=$2; shift 2 ;;
+	--only) only=$2; shift 2 ;;
+	-h | --help) usage 0 ;;
+	*) echo "lsi.sh: unknown option '$1' (--help)" >&2; exit 2 ;;
+	esac
+done
+for n in "$secs" "$qd" "$rounds"; do
+	case $n in '' | *[!0-9]*) echo "lsi.sh: --secs, --qd and --rounds take numbers" >&2; exit 2 ;; esac
+done
+[ "$qd" -ge 1 ] && [ "$qd" -le 64 ] || { echo "lsi.sh: --qd is 1..64" >&2; exit 2; }
+[ $((region % 65536)) = 0 ] && [ "$region" -gt 0 ] ||
+	{ echo "lsi.sh: --region must be a multiple of 64k" >&2; exit 2; }
+
+iovm=$build/iovm
+probe=$build/guest/probe/probe.elf
+for f in "$iovm" "$probe"; do
+	[ -e "$f" ] || { echo "lsi.sh: $f missing: build first (ninja -C build)" >&2; exit 1; }
+done
+qemu=$(command -v qemu-system-x86_64 || true)
+
+offset=$((1 << 20))
+size=$((offset + region + (1 << 20)))
+if [ ! -f "$file" ] || [ "$(stat -c %s "$file")" != "$size" ]; then
+	rm -f "$file"
+	fallocate -l "$size" "$file"	# real blocks, not a sparse file
+fi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+hz=$(getconf CLK_TCK)
+mem=$(( (region >> 20) / 64 + 128 ))M
+
+cpu_ticks() {
+	# utime + stime - guest_time of all threads: the VMM's own host CPU,
+	# not the vCPU running the busy-polling probe
+	sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{ print $12 + $13 - $41 }'
+}
+
+run_vmm() {
+	name=$1
+	shift
+	mkfifo "$tmp/fifo"
+	: >"$tmp/$name.log"
+	"$@" >"$tmp/fifo" 2>"$tmp/$name.err" &
+	pid=$!
+	prev=""
+	while IFS= read -r line; do
+		echo "$line" >>"$tmp/$name.log"
+		case $line in
+		"probe: bench region"*) prev=$(cpu_ticks "$pid") ;;
+		job=*)
+			now=$(cpu_ticks "$pid")
+			ios=$(echo "$line" | tr ' ' '\n' | sed -n 's/^ios=//p')
+			cpu=$(awk -v t=$((now - prev)) -v hz="$hz" -v n="$ios" \
+				'BEGIN { printf "%.2f", t * 1e6 / hz / n }')
+			echo "$name $line cpu_us_per_io=$cpu" >>"$tmp/results"
+			prev=$now
+			;;
+		esac
+	done <"$tmp/fifo"
+	rc=0
+	wait "$pid" || rc=$?
+	rm -f "$tmp/fifo"
+	if ! grep -q '^probe: PASS' "$tmp/$name.log"; then
+		echo "lsi.sh: $name run failed (status $rc):" >&2
+		tail -n 5 "$tmp/$name.log" "$tmp/$name.err" >&2
+		return 1
+	fi
+}
+
+append="bench=lsi secs=$secs region=$region region_off=$offset qd=$qd"
+echo "lsi.sh: file=$file region=$((region >> 20))M secs=$secs qd=$qd rounds=$rounds host=$(nproc) CPUs, $(uname -r)"
+failed=0
+for round in $(seq 1 "$rounds"); do
+case ,$only, in *,iovm,*)
+	echo "== iovm LSI (round $round)"
+	run_vmm iovm "$iovm" run --kernel "$probe" --memory "$mem" \
+		--disk "path=$file,if=lsi,cache=none" --append "$append" || failed=1
+	;;
+esac
+case ,$only, in *,qemu,*)
+	echo "== QEMU lsi53c895a (round $round)"
+	if [ -z "$qemu" ]; then
+		echo "lsi.sh: qemu-system-x86_64 not installed, skipped" >&2
+	else
+		run_vmm qemu "$qemu" -enable-kvm -bios /usr/share/qemu/qboot.rom \
+			-nographic -no-reboot -m "$mem" -kernel "$probe" -append "$append" \
+			-device isa-debug-exit,iobase=0xf4,iosize=1 \
+			-device lsi53c895a,id=scsi0 \
+			-drive "file=$file,if=none,id=d0,format=raw,cache=none,aio=io_uring" \
+			-device scsi-hd,drive=d0,bus=scsi0.0,scsi-id=0 || failed=1
+	fi
+	;;
+esac
+done
+
+echo
+awk '
+function get(line, key,   n, i, kv) {
+	n = split(line, kv, " ")
+	for (i = 1; i <= n; i++)
+		if (index(kv[i], key "=") == 1)
+			return substr(kv[i], length(key) + 2)
+	return ""
+}
+{
+	who = $1; job = get($0, "job")
+	if (!(job in seen)) { seen[job] = 1; order[++njobs] = job }
+	k = who SUBSEP job
+	n = ++cnt[k]
+	v_iops[k, n] = get($0, "iops"); v_bw[k, n] = get($0, "bw_mbs")
+	v_mean[k, n] = get($0, "lat_mean_us"); v_p99[k, n] = get($0, "lat_p99_us")
+	v_cpu[k, n] = get($0, "cpu_us_per_io")
+}
+function med(a, k, n,   i, j, t, s) {
+	for (i = 1; i <= n; i++) s[i] = a[k, i] + 0
+	for (i = 2; i <= n; i++)
+		for (j = i; j > 1 && s[j - 1] > s[j]; j--) { t = s[j]; s[j] = s[j - 1]; s[j - 1] = t }
+	return n % 2 ? s[(n + 1) / 2] : (s[n / 2] + s[n / 2 + 1]) / 2
+}
+function r(a, b) { return (a != "" && b != "" && b + 0 > 0) ? sprintf("%.2f", a / b) : "-" }
+END {
+	for (k in cnt) {
+		iops[k] = sprintf("%.0f", med(v_iops, k, cnt[k]))
+		bw[k] = sprintf("%.1f", med(v_bw, k, cnt[k]))
+		mean[k] = sprintf("%.0f", med(v_mean, k, cnt[k]))
+		p99[k] = sprintf("%.0f", med(v_p99, k, cnt[k]))
+		cpu[k] = sprintf("%.2f", med(v_cpu, k, cnt[k]))
+	}
+	printf "%-14s %-5s %8s %8s %9s %9s %10s\n", "job", "who", "iops", "MB/s", "mean_us", "p99_us", "cpu_us/io"
+	for (i = 1; i <= njobs; i++) {
+		j = order[i]
+		split("iovm qemu", w, " ")
+		for (k = 1; k <= 2; k++)
+			if ((w[k], j) in iops)
+				printf "%-14s %-5s %8s %8s %9s %9s %10s\n", j, w[k], iops[w[k], j], bw[w[k], j], mean[w[k], j], p99[w[k], j], cpu[w[k], j]
+	}
+	printf "\n%-14s %15s %17s\n", "job", "iops iovm/qemu", "cpu/io iovm/qemu"
+	for (i = 1; i <= njobs; i++) {
+		j = order[i]
+		printf "%-14s %15s %17s\n", j, r(iops["iovm", j], iops["qemu", j]), r(cpu["iovm", j], cpu["qemu", j])
+	}
+	printf "\n%-5s %22s %22s\n", "who", "write/read 64k", "write/read 16k"
+	split("iovm qemu", w, " ")
+	for (k = 1; k <= 2; k++)
+		printf "%-5s %22s %22s\n", w[k], r(iops[w[k], "seqwrite-64k"], iops[w[k], "seqread-64k"]), r(iops[w[k], "seqwrite-16k"], iops[w[k], "seqread-16k"])
+}' "$tmp/results"
+exit $failed
