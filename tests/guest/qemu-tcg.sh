@@ -158,8 +158,11 @@ set -- qemu-system-x86_64 -accel tcg -m "$mem" -smp "$cpus" -nographic \
 
 if [ -z "$run" ]; then
 	# Interactive: the terminal goes to the guest's console (Ctrl-A X quits).
-	"$@"
-	exit 0
+	# The shell's exit status comes back through the exit port.
+	rc=0
+	"$@" || rc=$?
+	[ $((rc & 1)) = 0 ] || exit $((rc >> 1))
+	exit 125
 fi
 
 limit=
