@@ -1,7 +1,8 @@
 #!/bin/bash
 # The VMM core under KVM with the coretest guest. Usage:
 #   core-guest.sh IOVM COREGUEST CASE
-# CASE: ports, ports-2cpu, crash, reset, signal, refuse.
+# CASE: ports, ports-2cpu, crash, reset, signal, refuse, highmem (COREGUEST
+# is then the probe: it prints the memory map it was given).
 set -u
 IOVM=$1 guest=$2 case=$3
 . "$(dirname "$0")/core-lib.sh"
@@ -54,6 +55,15 @@ signal)
 	cat "$scratch/err"
 	expect_rc 143
 	expect_line err 'Terminated: stopping the VM'
+	;;
+highmem)
+	# 5 GiB: 3 GiB below the PCI hole, 2 GiB from 4 GiB up.
+	run_vm 60 run --kernel "$guest" --memory 5G --append "test=basic pio_n=4"
+	expect_rc 1
+	expect_line out '^probe: mem base=0x100000 len=0xbff00000 type=1'
+	expect_line out '^probe: mem base=0xfec00000 len=0x1400000 type=2'
+	expect_line out '^probe: mem base=0x100000000 len=0x80000000 type=1'
+	expect_line out '^probe: PASS'
 	;;
 refuse)
 	printf 'just some text, not a kernel\n' >"$scratch/notakernel"

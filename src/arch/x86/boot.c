@@ -289,10 +289,7 @@ static int setup_cpuid(struct vm *vm, const struct vm_config *cfg,
 		       uint32_t *sig, uint32_t *feat)
 {
 	static struct cpuid_set base, per;
-	struct {
-		struct kvm_cpuid2 h;
-		struct kvm_cpuid_entry2 e[CPUID_MAX_ENTRIES];
-	} *c;
+	struct kvm_cpuid2 *c;
 	struct kvm_cpuid_entry2 *l1;
 	char err[256];
 	int ret;
@@ -310,13 +307,13 @@ static int setup_cpuid(struct vm *vm, const struct vm_config *cfg,
 	l1 = cpuid_find(&base, 1, 0);
 	*sig = l1 ? l1->eax : 0;
 	*feat = l1 ? l1->edx : 0;
-	c = malloc(sizeof(*c));
+	c = malloc(sizeof(*c) + CPUID_MAX_ENTRIES * sizeof(c->entries[0]));
 	if (!c)
 		return -ENOMEM;
 	for (unsigned int i = 0; i < vm_ncpus(vm); i++) {
 		cpuid_for_vcpu(&base, i, vm_ncpus(vm), &per);
-		c->h.nent = per.n;
-		memcpy(c->e, per.e, per.n * sizeof(per.e[0]));
+		c->nent = per.n;
+		memcpy(c->entries, per.e, per.n * sizeof(per.e[0]));
 		if (ioctl(vm_vcpu_fd(vm, i), KVM_SET_CPUID2, c)) {
 			ret = -errno;
 			pr_err("KVM_SET_CPUID2 on vCPU %u: %s", i, strerror(errno));

@@ -1,6 +1,7 @@
 /* CPUID for the guest. Feature names follow Linux's /proc/cpuinfo. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -252,16 +253,20 @@ bool cpuid_host_is_pvm(void)
 
 int cpuid_get_supported(int kvm_fd, struct cpuid_set *s)
 {
-	struct {
-		struct kvm_cpuid2 h;
-		struct kvm_cpuid_entry2 e[CPUID_MAX_ENTRIES];
-	} c = { .h.nent = CPUID_MAX_ENTRIES };
+	struct kvm_cpuid2 *c = calloc(1, sizeof(*c) + CPUID_MAX_ENTRIES * sizeof(c->entries[0]));
+	int ret = 0;
 
-	if (ioctl(kvm_fd, KVM_GET_SUPPORTED_CPUID, &c))
-		return -errno;
-	s->n = c.h.nent;
-	memcpy(s->e, c.e, s->n * sizeof(s->e[0]));
-	if (cpuid_host_is_pvm())
-		cpuid_hide_pvm(s);
-	return 0;
+	if (!c)
+		return -ENOMEM;
+	c->nent = CPUID_MAX_ENTRIES;
+	if (ioctl(kvm_fd, KVM_GET_SUPPORTED_CPUID, c)) {
+		ret = -errno;
+	} else {
+		s->n = c->nent;
+		memcpy(s->e, c->entries, s->n * sizeof(s->e[0]));
+		if (cpuid_host_is_pvm())
+			cpuid_hide_pvm(s);
+	}
+	free(c);
+	return ret;
 }
