@@ -28,6 +28,12 @@
 #define MERGE_MAX_BYTES (4u << 20)
 #define MERGE_SLOTS 16
 
+/* With at least this many requests in flight the queue thread leaves the
+ * driver's kicks off and looks at the ring whenever a completion wakes it:
+ * a kick is a VM exit, and the wait it saves the guest is bounded by the
+ * quickest of these in-flight requests. */
+#define KICKS_OFF_INFLIGHT 4
+
 struct vblk_queue;
 
 /* Per-request state: taken from the queue's pool, only the fields used by
@@ -77,6 +83,7 @@ struct vblk_queue {
 	bool broken;
 	bool need_notify;
 	bool stalled;		/* pool empty: pop again on completion */
+	bool polling;		/* kicks off: pop again on completion */
 	bool kick_armed;
 	unsigned int inflight;
 	unsigned int pool_size;
@@ -427,6 +434,9 @@ static void process_ring(struct vblk_queue *q)
 			q->stalled = true;
 			break;
 		}
+		q->polling = q->inflight >= KICKS_OFF_INFLIGHT;
+		if (q->polling)
+			break;
 		if (!virtq_enable_kicks(q->vq))
 			break;
 	}
@@ -485,7 +495,7 @@ static void *queue_thread(void *arg)
 			       strerror(-ret));
 			break;
 		}
-		if (q->stalled && q->free)
+		if ((q->stalled && q->free) || q->polling)
 			process_ring(q);
 		if (q->need_notify) {
 			q->need_notify = false;
@@ -557,6 +567,7 @@ static int vblk_queue_start(struct virtio_dev *dev, unsigned int index,
 	q->index = index;
 	q->vq = vq;
 	q->stop = q->broken = q->need_notify = q->stalled = false;
+	q->polling = false;
 	q->kick_armed = false;
 	q->inflight = 0;
 	ret = pthread_create(&q->thread, NULL, queue_thread, q);
