@@ -420,8 +420,10 @@ static void cmd_start(struct lsi *s)
 	struct scsi_cmd_info info;
 	bool lun_ok = scsi_lun_present(&t->luns, s->lun);
 
+	bool overlap = tag_overlaps(s, s->target, s->lun, s->sel_tag);
+
 	s->selecting = false;
-	if (tag_overlaps(s, s->target, s->lun, s->sel_tag)) {
+	if (overlap) {
 		/* A tag still in use: the initiator lost track. Abort the
 		 * task set as SAM asks, then report the overlap. */
 		abort_matching(s, s->target, s->lun, -2, false);
@@ -446,6 +448,11 @@ static void cmd_start(struct lsi *s)
 	c->req.buf_dir = SCSI_DIR_NONE;
 	c->req.sense_len = 0;
 	s->cur = c;
+	if (overlap) {
+		own_check(c, SENSE_ABORTED_COMMAND, 0x4e, 0x00);
+		tgt_next(s);
+		return;
+	}
 
 	if (s->cdb[0] == 0x03 && t->sense_len && t->sense_lun == s->lun) {
 		/* REQUEST SENSE after our CHECK CONDITION: the sense we kept. */

@@ -90,6 +90,10 @@ struct lsi {
 	bool irq_level;
 	enum lsi_scr_state scr;
 	bool sto_pending;	/* selection timed out: report at next bus op */
+	/* Budget units of the instruction just run: a memory move counts
+	 * one per 4 KiB, so a slice (and the lock vCPUs may wait for) stays
+	 * short whatever the guest moves. */
+	long step_cost;
 
 	/* SCSI bus as the initiator sees it. */
 	bool connected;

@@ -212,6 +212,10 @@ static void io_insn(struct lsi *s, uint32_t insn, uint32_t arg, uint32_t dsp,
 
 	if (insn & (1u << 26))
 		alt = dsp + sext24(arg);
+	if (s->sto_pending) {
+		bus_trouble(s, 0, insn_addr);	/* the selection timed out */
+		return;
+	}
 	switch (op) {
 	case 0:	/* SELECT */
 		if (insn & (1u << 25)) {
@@ -422,6 +426,7 @@ static void memory_move(struct lsi *s, uint32_t insn, uint32_t src,
 	}
 	memmove(pd, ps, count);
 	lsi_set_dbc(s, 0);
+	s->step_cost += count / 4096;
 }
 
 static void load_store(struct lsi *s, uint32_t insn, uint32_t arg)
@@ -499,8 +504,9 @@ long lsi_scripts_run(struct lsi *s, long budget)
 	long n = 0;
 
 	while (s->scr == LSI_SCR_RUN && n < budget) {
+		s->step_cost = 1;
 		step(s);
-		n++;
+		n += s->step_cost;
 		if (s->scr == LSI_SCR_RUN &&
 		    (s->regs[LSI_DCNTL] & LSI_DCNTL_SSM))
 			lsi_dma_interrupt(s, LSI_DSTAT_SSI);

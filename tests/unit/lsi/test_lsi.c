@@ -928,6 +928,78 @@ static void test_registers(void **state)
 	assert_int_equal(reg_rd32(LSI_SCRATCHA), 0);
 }
 
+/* A completion is waiting when the SCRIPTS try to select: the target wins
+ * arbitration, SELECT takes its alternate address, and the job stays in
+ * the start queue for later (sym53c8xx's UNGETJOB path). */
+static void test_select_loses_to_reselect(void **state)
+{
+	uint8_t cdb[10];
+	struct sg sg = { DBUF, 4096 };
+	struct sg sg2 = { DBUF + 0x10000, 4096 };
+
+	fake_blkq_order(FAKE_HOLD);
+	rw10(cdb, 0x28, 0, 8);
+	make_cmd(1, 0, cdb, 10, LSI_PHASE_DATA_IN, &sg, 1);
+	queue_job(1);
+	kick(true);
+	run();
+	assert_int_equal(lsi_cmds_active(hba), 1);
+	rw10(cdb, 0x28, 64, 8);
+	make_cmd(2, 2, cdb, 10, LSI_PHASE_DATA_IN, &sg2, 1);
+	queue_job(2);
+	fake_blkq_order(FAKE_FIFO);
+	kick(false);	/* SIGP: START runs with tag 1's status pending */
+	run();
+	expect_idle();
+	assert_int_equal(ndone(), 2);
+	assert_int_equal(r32(DONEQ), dsa_of(1));
+	assert_int_equal(r32(DONEQ + 4), dsa_of(2));
+	assert_int_equal(ram[dsa_of(1) + OFF_STATUS_BYTE], 0);
+	assert_int_equal(ram[dsa_of(2) + OFF_STATUS_BYTE], 0);
+	assert_int_equal(ram[DBUF + 0x10000 + 100], pattern(64 * 512 + 100) ^ 1);
+}
+
+/* A tag reused while its command is in flight: the task set is aborted
+ * and the new command gets OVERLAPPED COMMANDS ATTEMPTED; the aborted
+ * command's I/O finishes but it is never reselected. */
+static void test_overlapped_tag(void **state)
+{
+	uint8_t cdb[10];
+	uint8_t rs[6] = { 0x03, 0, 0, 0, 18, 0 };
+	struct sg sg = { DBUF, 4096 };
+	struct sg ss = { DBUF + 0x1000, 18 };
+
+	fake_blkq_order(FAKE_HOLD);
+	rw10(cdb, 0x28, 0, 8);
+	make_cmd(5, 0, cdb, 10, LSI_PHASE_DATA_IN, &sg, 1);
+	queue_job(5);
+	kick(true);
+	run();
+	assert_int_equal(lsi_cmds_active(hba), 1);
+	/* block 6 carries tag 5 again */
+	make_cmd(6, 0, cdb, 10, LSI_PHASE_DATA_IN, &sg, 1);
+	ram[dsa_of(6) + OFF_MSGOUT_BYTES + 2] = 5;
+	queue_job(6);
+	kick(false);
+	run();
+	expect_idle();
+	assert_int_equal(ndone(), 1);
+	assert_int_equal(r32(DONEQ), dsa_of(6));
+	assert_int_equal(ram[dsa_of(6) + OFF_STATUS_BYTE],
+			 SAM_STAT_CHECK_CONDITION);
+	fake_blkq_order(FAKE_FIFO);
+	run();
+	assert_int_equal(lsi_cmds_active(hba), 0);
+	assert_int_equal(ndone(), 1);	/* tag 5 never came back */
+	make_cmd(7, 0, rs, 6, LSI_PHASE_DATA_IN, &ss, 1);
+	queue_job(7);
+	kick(false);
+	run();
+	expect_idle();
+	assert_int_equal(ram[DBUF + 0x1000 + 2] & 0xf, SENSE_ABORTED_COMMAND);
+	assert_int_equal(ram[DBUF + 0x1000 + 12], 0x4e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -951,6 +1023,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_scripts_ram, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_registers, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_select_loses_to_reselect,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_overlapped_tag, setup,
+						teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
