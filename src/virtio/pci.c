@@ -216,9 +216,14 @@ static void status_write(struct vpci *v, uint8_t val)
 	if ((val & VIRTIO_STATUS_DRIVER_OK) && !(old & VIRTIO_STATUS_FEATURES_OK) &&
 	    !(val & VIRTIO_STATUS_FEATURES_OK))
 		val &= ~VIRTIO_STATUS_DRIVER_OK;	/* out of order */
-	/* NEEDS_RESET is ours to set, never the driver's to clear. */
-	val = (val & ~VIRTIO_STATUS_NEEDS_RESET) | (old & VIRTIO_STATUS_NEEDS_RESET);
-	__atomic_store_n(&v->status, val, __ATOMIC_SEQ_CST);
+	/* NEEDS_RESET is ours to set, never the driver's to clear, and an
+	 * I/O thread may set it right now: keep it through a CAS. */
+	val &= ~VIRTIO_STATUS_NEEDS_RESET;
+	while (!__atomic_compare_exchange_n(&v->status, &old,
+					    val | (old & VIRTIO_STATUS_NEEDS_RESET),
+					    false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		;
+	val |= old & VIRTIO_STATUS_NEEDS_RESET;
 	if ((val & VIRTIO_STATUS_DRIVER_OK) && !(old & VIRTIO_STATUS_DRIVER_OK) &&
 	    !(val & VIRTIO_STATUS_NEEDS_RESET)) {
 		for (unsigned int i = 0; i < v->nq; i++)
