@@ -232,6 +232,7 @@ int lsi_open(struct lsi_hba *h, unsigned int index)
 		pr("probe: lsi: no 53C895A (1000:0012) #%u\n", index);
 		return -1;
 	}
+	h->pci = d;
 	pci_enable(d);
 	bar = pci_bar(d, 1, &size);
 	if (!bar || size < 256) {
@@ -396,6 +397,16 @@ int lsi_reap(struct lsi_hba *h)
 	*e = 0;
 	h->dq_get = (h->dq_get + 1) % DQ_LEN;
 	return (int)((dsa - virt_to_phys(h->ccb)) >> 8);
+}
+
+uint8_t lsi_reg8(struct lsi_hba *h, unsigned int reg)
+{
+	return rd8(h, reg);
+}
+
+void lsi_restart(struct lsi_hba *h)
+{
+	wr32(h, LSI_DSP, h->a_start);
 }
 
 uint8_t lsi_status(struct lsi_hba *h, unsigned int tag)

@@ -9,6 +9,8 @@
 
 #include "lib/libc.h"
 
+struct pci_dev;
+
 #define LSI_MAX_SG 16		/* segments per command */
 #define LSI_NTAGS 64		/* commands in flight (tags 0..63) */
 
@@ -36,6 +38,7 @@ struct lsi_ccb {		/* 256 bytes, at ccb_base | tag << 8 */
 _Static_assert(sizeof(struct lsi_ccb) == 256, "CCB must be 256 bytes");
 
 struct lsi_hba {
+	struct pci_dev *pci;
 	volatile uint8_t *regs;	/* BAR1 */
 	volatile uint8_t *ram;	/* BAR2: SCRIPTS RAM */
 	uint32_t ram_phys;
@@ -67,6 +70,10 @@ uint8_t lsi_run1(struct lsi_hba *h, unsigned int target, const uint8_t *cdb,
 		 unsigned int cdb_len, enum lsi_dir dir, void *buf,
 		 uint32_t len);
 uint8_t lsi_status(struct lsi_hba *h, unsigned int tag);
+/* A chip register (reading DSTAT/SIST0/SIST1 clears them). */
+uint8_t lsi_reg8(struct lsi_hba *h, unsigned int reg);
+/* Restarts the SCRIPTS at START after an interrupt the CPU handled. */
+void lsi_restart(struct lsi_hba *h);
 uint32_t lsi_resel_count(struct lsi_hba *h, unsigned int tag);
 
 #endif

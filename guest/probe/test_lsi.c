@@ -3,15 +3,19 @@
  *              READ/WRITE with data checks, CHECK CONDITION past the end,
  *              then qd tagged commands (reads and writes mixed) in flight
  *              at once; with expect_disconnect=1 every one of them must have
- *              disconnected and been reselected by its tag (iovm's HBA)
+ *              disconnected and been reselected by its tag (iovm's HBA);
+ *              a selection timeout for target lsi_absent=N (5), seen on
+ *              INTA# through the IOAPIC with intx=1
  *   bench=lsi  sequential write then read at 64k and 16k, qd in flight,
  *              verified: job=NAME iops=.. bw_mbs=.. lat_mean_us=.. ...
  * Options: lsi_target=N (0), lsi_target2=N (a second disk to check),
  * qd=N (16), secs=N (bench, per job), region=BYTES, region_off=BYTES,
  * seed=N, io_timeout_ms=N. */
 #include "lib/pattern.h"
+#include "lib/pci.h"
 #include "lib/probe.h"
 #include "lsi.h"
+#include "../../src/scsi/lsi_regs.h"
 
 static struct lsi_hba hba;
 
@@ -199,6 +203,65 @@ static void check_tagged(unsigned int target, unsigned int qd, uint64_t seed)
 		probe_fail("lsi: only %u of %u commands disconnected", resel, qd);
 }
 
+/* Routes IOAPIC input gsi (PCI INTx: level, active low) to vector. */
+static void ioapic_route(unsigned int gsi, unsigned int vector)
+{
+	volatile uint8_t *io = phys_ptr(0xfec00000);
+
+	mmio_write32(io, 0x10 + 2 * gsi + 1);
+	mmio_write32(io + 0x10, lapic_id() << 24);
+	mmio_write32(io, 0x10 + 2 * gsi);
+	mmio_write32(io + 0x10, vector | 1u << 13 | 1u << 15);
+}
+
+/* A command for a target that is not there: selection timeout (SIST1 STO),
+ * the SCRIPTS halt, and with intx=1 the interrupt arrives on INTA# and
+ * goes away once SIST is read (sym_int_sto's path). */
+static void check_sto(unsigned int absent, bool intx)
+{
+	uint8_t tur[6] = { 0 };
+	uint64_t deadline, before = irq_count[0], after;
+	uint8_t istat = 0, sist1;
+
+	if (intx) {
+		unsigned int gsi = pci_read8(hba.pci, 0x3c);
+
+		lapic_enable();
+		ioapic_route(gsi, IRQ_VEC_BASE);
+		pr("probe: lsi INTA# -> gsi %u\n", gsi);
+	}
+	lsi_submit(&hba, 1, absent, tur, 6, LSI_NONE, NULL, NULL, 0);
+	lsi_kick(&hba);
+	deadline = rdtsc() + ms_to_ticks(opt_u64("io_timeout_ms", 10000));
+	while (!(istat & LSI_ISTAT_SIP)) {
+		if (rdtsc() > deadline)
+			probe_fail("lsi: no selection timeout for target %u",
+				   absent);
+		delay_us(200);
+		istat = lsi_reg8(&hba, LSI_ISTAT);
+	}
+	/* The irqfd injects asynchronously: allow it a moment. */
+	deadline = rdtsc() + ms_to_ticks(200);
+	while (intx && irq_count[0] == before && rdtsc() < deadline)
+		cpu_relax();
+	if (intx && irq_count[0] == before)
+		probe_fail("lsi: SIP set but no interrupt on INTA#");
+	lsi_reg8(&hba, LSI_SIST0);
+	sist1 = lsi_reg8(&hba, LSI_SIST1);
+	if (!(sist1 & LSI_SIST1_STO))
+		probe_fail("lsi: sist1=%x, expected STO", sist1);
+	istat = lsi_reg8(&hba, LSI_ISTAT);
+	if (istat & (LSI_ISTAT_SIP | LSI_ISTAT_DIP))
+		probe_fail("lsi: istat=%x after reading SIST", istat);
+	after = irq_count[0];
+	delay_us(2000);
+	if (intx && irq_count[0] != after)
+		probe_fail("lsi: INTA# still firing after SIST was read");
+	pr("probe: lsi target %u absent: selection timeout, interrupts=%lu\n",
+	   absent, (unsigned long)(after - before));
+	lsi_restart(&hba);
+}
+
 static void test_lsi(void)
 {
 	unsigned int target = opt_u64("lsi_target", 0);
@@ -211,6 +274,7 @@ static void test_lsi(void)
 		probe_fail("lsi: no usable HBA");
 	check_target(target, seed);
 	check_tagged(target, qd, seed);
+	check_sto(opt_u64("lsi_absent", 5), opt_u64("intx", 0));
 	if (opt_has("lsi_target2")) {
 		unsigned int t2 = opt_u64("lsi_target2", 0);
 
