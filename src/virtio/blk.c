@@ -406,7 +406,7 @@ static void process_ring(struct vblk_queue *q)
 {
 	struct virtq_elem e;
 
-	if (q->broken || q->stop)
+	if (q->broken || __atomic_load_n(&q->stop, __ATOMIC_ACQUIRE))
 		return;
 	q->stalled = false;
 	for (;;) {
@@ -450,7 +450,7 @@ static void arm_kick(struct vblk_queue *q)
 {
 	/* A broken queue keeps its watch (and ignores the ring) so the
 	 * thread sleeps until the transport resets the device. */
-	if (q->stop || q->kick_armed)
+	if (__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE) || q->kick_armed)
 		return;
 	if (blkq_poll(q->bq, q->vq->kick_fd, on_kick, q) == 0)
 		q->kick_armed = true;

@@ -560,6 +560,18 @@ static void test_feature_refusal(void **state)
 	/* device config: capacity in sectors */
 	assert_int_equal(mrd(VPCI_DEVICE_OFF, 8), (1 << 20) / 512);
 	assert_int_equal(mrd(VPCI_DEVICE_OFF + VIRTIO_BLK_CFG_LEN - 2, 4), 0);
+	/* the PCI_CFG window reads BAR 0 through config space */
+	unsigned int off = cfg_rd(1, 0x34, 1);
+
+	while (!(cfg_rd(1, off, 1) == PCI_CAP_ID_VNDR && cfg_rd(1, off + 3, 1) == 5))
+		off = cfg_rd(1, off + 1, 1);
+	cfg_wr(1, off + 4, 0, 1);
+	cfg_wr(1, off + 8, VPCI_COMMON_OFF + VPCI_NUM_QUEUES, 4);
+	cfg_wr(1, off + 12, 2, 4);
+	assert_int_equal(cfg_rd(1, off + 16, 2), 2);
+	/* a window past the BAR reads nothing */
+	cfg_wr(1, off + 8, VPCI_BAR0_SIZE - 1, 4);
+	assert_int_equal(cfg_rd(1, off + 16, 2), 2);	/* unchanged data */
 	/* a queue index past the end */
 	mwr(VPCI_Q_SELECT, 7, 2);
 	assert_int_equal(mrd(VPCI_Q_SIZE, 2), 0);
