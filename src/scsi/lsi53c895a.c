@@ -1073,7 +1073,8 @@ uint8_t lsi_reg_read(struct lsi *s, unsigned int off, bool scripts)
 			return s->msgin[s->msgin_pos];
 		return 0;
 	case LSI_STEST4:
-		return LSI_STEST4_LCKFRQ;	/* the clock multiplier locks */
+		/* An LVD bus (SMODE 11), and the clock multiplier locks. */
+		return 0xc0 | LSI_STEST4_LCKFRQ;
 	case LSI_MACNTL:
 		return 0x50;	/* chip type nibble, memory access local */
 	default:
