@@ -6,7 +6,7 @@
  * time per I/O (from /proc/PID/task/x/schedstat of --pid).
  *
  *   vhost-client --socket PATH [--pid PID] [--time SEC] [--offset BYTES]
- *                [--region BYTES] JOB...
+ *                [--region BYTES] [--yield] JOB...
  *   JOB = NAME:randread|randwrite|read|write:BS:QD   e.g. rr:randread:4k:1
  * I/O stays inside [offset, offset+region) of the disk (default: offset 1M,
  * region 64M, as bench/blk-floor and the probe).
@@ -26,6 +26,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -319,6 +320,9 @@ static int cmp_u32(const void *a, const void *b)
 }
 
 static uint64_t region_off = 1u << 20, region_len = 64u << 20;
+/* --yield: give the CPU away between empty polls (hosts with fewer free
+ * cores than the client and the back-end need). */
+static bool yield;
 
 static void run_job(const struct job *j, uint64_t cap, double secs, int pid)
 {
@@ -381,6 +385,8 @@ static void run_job(const struct job *j, uint64_t cap, double secs, int pid)
 		}
 		if (resubmitted)
 			publish();
+		else if (vq.used_idx == used_idx && yield)
+			sched_yield();
 	}
 	t_end = now_ns();
 	cpu1 = proc_cpu_ns(pid);
@@ -449,6 +455,8 @@ int main(int argc, char **argv)
 			pid = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--time") && i + 1 < argc)
 			secs = atof(argv[++i]);
+		else if (!strcmp(argv[i], "--yield"))
+			yield = true;
 		else if (!strcmp(argv[i], "--offset") && i + 1 < argc)
 			region_off = strtoull(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--region") && i + 1 < argc)

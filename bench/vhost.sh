@@ -15,7 +15,9 @@
 #
 # Usage: bench/vhost.sh [BUILD_DIR]     (default build)
 # Environment: FILE (default /var/tmp/iovm-vhost-bench.img), SIZE_MB (256),
-#              TIME seconds per job (5), ROUNDS (1; best of ROUNDS per job)
+#              TIME seconds per job (5), ROUNDS (1; best of ROUNDS per job),
+#              YIELD=1 (the client yields the CPU between empty polls: for
+#              hosts with fewer idle cores than client + back-end threads)
 set -eu
 
 build=$(realpath "${1:-build}")
@@ -25,6 +27,8 @@ file=${FILE:-/var/tmp/iovm-vhost-bench.img}
 size_mb=${SIZE_MB:-256}
 t=${TIME:-5}
 rounds=${ROUNDS:-1}
+yield=
+[ "${YIELD:-0}" = 0 ] || yield=--yield
 
 JOBS="randread-4k-qd1:randread:4k:1 randread-4k-qd32:randread:4k:32
 randwrite-4k-qd32:randwrite:4k:32 seqread-64k-qd16:read:64k:16
@@ -65,7 +69,7 @@ wait_sock() {
 
 # run_client NAME JOB: one job against the back-end on $work/NAME.sock
 run_client() {
-	"$client" --socket "$work/$1.sock" --pid "$bpid" --time "$t" "$2" |
+	"$client" --socket "$work/$1.sock" --pid "$bpid" --time "$t" $yield "$2" |
 		sed "s/^/backend=$1 /" >>"$work/results"
 }
 
@@ -114,7 +118,7 @@ for r in $(seq "$rounds"); do
 	run_floor
 done
 
-echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -r), $(nproc) CPUs, file $file ($size_mb MiB), $t s per job, best of $rounds"
+echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), file $file ($size_mb MiB), $t s per job, best of $rounds${yield:+, client $yield}"
 python3 - "$work/results" <<'EOF'
 import sys
 rows = {}

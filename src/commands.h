@@ -4,6 +4,7 @@
 
 int cmd_run(int argc, char **argv);		/* src/vm/run.c */
 int cmd_9p_serve(int argc, char **argv);	/* src/p9/serve.c */
-int cmd_vhost_user_blk(int argc, char **argv);	/* src/vhost/cmd_blk.c */
+int cmd_vhost_user_blk(int argc, char **argv);	/* src/vhost/cmd.c */
+int cmd_vhost_user_scsi(int argc, char **argv);	/* src/vhost/cmd.c */
 
 #endif

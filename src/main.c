@@ -14,6 +14,7 @@ static const struct command commands[] = {
 	{ "run", cmd_run, "boot a VM (a Linux bzImage or the probe) with disks and shares" },
 	{ "9p-serve", cmd_9p_serve, "serve a host folder over 9P2000.L on a UNIX or TCP socket" },
 	{ "vhost-user-blk", cmd_vhost_user_blk, "serve a disk as virtio-blk to QEMU & co over vhost-user" },
+	{ "vhost-user-scsi", cmd_vhost_user_scsi, "serve disks on a virtio-scsi HBA to QEMU & co over vhost-user" },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -506,6 +506,46 @@ static void test_mem_regions_add_remove(void **state)
 	conn_free(c);
 }
 
+/* A running ring survives a new memory table (stopped, remapped,
+ * restarted); the device's needs_reset reaches the error eventfd; RESET_DEVICE
+ * stops everything and forgets the rings. */
+static void test_table_swap_err_reset(void **state)
+{
+	struct conn *c = conn_new();
+	int err = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	uint64_t idx = 0, v = 0;
+	struct vhu_mem_table t = { .nregions = 1 };
+
+	negotiate(c, all_pf | (1ull << VHU_PF_RESET_DEVICE));
+	set_table(c);
+	setup_vring(c, 0, 128);
+	assert_int_equal(send_ack(c->cfd, VHU_SET_VRING_ERR, &idx, 8, &err, 1), 0);
+	kick(c, 0);
+	enable(c, 0, 1);
+	assert_int_equal(c->fake.starts, 1);
+
+	/* The same RAM, now seen at another guest-physical address. */
+	t.r[0] = (struct vhu_region){ 0x100000, RAM_SIZE, UADDR, 0 };
+	assert_int_equal(send_ack(c->cfd, VHU_SET_MEM_TABLE, &t,
+				  VHU_MEM_TABLE_HDR_SIZE + sizeof(t.r[0]), &c->ram_fd, 1), 0);
+	assert_true(c->fake.running[0]);
+	assert_int_equal(c->fake.starts, 2);
+	assert_int_equal(c->fake.started_vq.desc_gpa, 0x110000);
+
+	c->fake.dev.transport.needs_reset(&c->fake.dev);
+	assert_int_equal(read(err, &v, sizeof(v)), sizeof(v));
+	assert_int_equal(v, 1);
+
+	assert_int_equal(send_ack(c->cfd, VHU_RESET_DEVICE, NULL, 0, NULL, 0), 0);
+	assert_false(c->fake.running[0]);
+	/* The rings are forgotten: a kick alone does not start it again. */
+	kick(c, 0);
+	assert_false(c->fake.running[0]);
+	assert_int_equal(conn_end(c), 0);
+	close(err);
+	conn_free(c);
+}
+
 /* The translation helpers, directly. */
 static void test_mem_translate(void **state)
 {
@@ -781,6 +821,7 @@ int main(void)
 		cmocka_unit_test(test_full_session),
 		cmocka_unit_test(test_no_protocol_features),
 		cmocka_unit_test(test_mem_regions_add_remove),
+		cmocka_unit_test(test_table_swap_err_reset),
 		cmocka_unit_test(test_mem_translate),
 		cmocka_unit_test(test_hostile),
 		cmocka_unit_test(test_too_many_fds),

@@ -1,0 +1,264 @@
+/* `iovm vhost-user-blk` and `iovm vhost-user-scsi`: iovm's virtio-blk and
+ * virtio-scsi devices served to a vhost-user front-end (QEMU, Cloud
+ * Hypervisor, ...) over a UNIX socket. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "config.h"
+#include "lib/log.h"
+#include "vhost/server.h"
+#include "virtio/blk.h"
+#include "virtio/scsi.h"
+
+#define COMMON_HELP                                                              \
+"iovm listens on PATH and serves one client at a time. When a client\n"         \
+"disconnects or dies, every request it submitted is completed, the disks are\n" \
+"flushed (fdatasync), and iovm waits for the next client; data the guest\n"     \
+"was told was written is never lost. A client that breaks the protocol is\n"    \
+"disconnected with one log line naming the problem. The front-end's guest\n"    \
+"RAM must be shareable (QEMU: -object memory-backend-memfd,share=on).\n"       \
+"\n"                                                                            \
+"Common options:\n"                                                             \
+"  --socket PATH      UNIX socket to listen on. A stale socket at PATH is\n"    \
+"                     replaced; any other file there is an error.\n"            \
+"  --once             exit after the first client disconnects instead of\n"     \
+"                     waiting for another\n"                                    \
+"  -v, --verbose      log every vhost-user message\n"                           \
+"  -q, --quiet        log errors only\n"                                        \
+"  -h, --help         show this help\n"                                         \
+"\n"                                                                            \
+"Disk options (in --disk, comma-separated):\n"                                  \
+"  path=FILE          raw image file or block device (required)\n"             \
+"  ro                 read-only: the guest sees a write-protected disk and\n"   \
+"                     writes fail\n"                                            \
+"  cache=none         O_DIRECT, no host page cache (default)\n"                \
+"  cache=writeback    through the host page cache; guest flushes become\n"      \
+"                     fdatasync\n"                                              \
+"  queues=N           most request queues offered, 1-64 (default: one per\n"    \
+"                     host CPU); the front-end uses as many as it wants\n"
+
+#define HELP_TAIL                                                                \
+"\n"                                                                            \
+"SIGINT or SIGTERM: finish in-flight requests, flush, remove the socket,\n"     \
+"exit 0. Exit status 1: bad option, unusable disk or socket path.\n"
+
+static const char blk_help[] =
+"Usage: iovm vhost-user-blk --socket PATH --disk path=FILE[,OPTIONS] [--once]\n"
+"\n"
+"Serves one disk as a virtio-blk device to a vhost-user front-end such as\n"
+"QEMU (-device vhost-user-blk-pci). The device model is the same as\n"
+"`iovm run`'s.\n"
+"\n"
+COMMON_HELP
+HELP_TAIL
+"\n"
+"Example:\n"
+"  iovm vhost-user-blk --socket /tmp/vblk.sock --disk path=disk.img &\n"
+"  qemu-system-x86_64 -object memory-backend-memfd,id=mem,size=1G,share=on \\\n"
+"      -numa node,memdev=mem -chardev socket,id=c0,path=/tmp/vblk.sock \\\n"
+"      -device vhost-user-blk-pci,chardev=c0 ...\n";
+
+static const char scsi_help[] =
+"Usage: iovm vhost-user-scsi --socket PATH --disk path=FILE[,OPTIONS]... [--once]\n"
+"\n"
+"Serves a virtio-scsi HBA with one SCSI disk per --disk (up to 16) to a\n"
+"vhost-user front-end such as QEMU (-device vhost-user-scsi-pci). The HBA\n"
+"and disk models are the same as `iovm run`'s if=virtio-scsi.\n"
+"\n"
+COMMON_HELP
+"  target=N           SCSI target id, 0-15 (default: the lowest that no\n"
+"                     other disk names)\n"
+"  lun=M              logical unit number, 0-255 (default 0)\n"
+HELP_TAIL
+"\n"
+"Example:\n"
+"  iovm vhost-user-scsi --socket /tmp/vscsi.sock --disk path=a.img \\\n"
+"      --disk path=b.img,target=0,lun=1 &\n"
+"  qemu-system-x86_64 -object memory-backend-memfd,id=mem,size=1G,share=on \\\n"
+"      -numa node,memdev=mem -chardev socket,id=c0,path=/tmp/vscsi.sock \\\n"
+"      -device vhost-user-scsi-pci,chardev=c0 ...\n";
+
+struct vhu_cmd {
+	const char *name;		/* "vhost-user-blk" */
+	const char *help;
+	enum disk_if iface;
+	unsigned int max_disks;
+	const char *socket;
+	bool once;
+	struct disk_cfg disks[CONFIG_MAX_DISKS];
+	unsigned int ndisks;
+};
+
+static unsigned int host_cpus(unsigned int max)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (n < 1)
+		return 1;
+	return (unsigned long)n > max ? max : (unsigned int)n;
+}
+
+/* --disk for this command's interface: a SCSI disk spec is parsed as if it
+ * said if=virtio-scsi, so that target= and lun= are accepted. */
+static int parse_disk(struct vhu_cmd *c, const char *arg)
+{
+	char err[256], *spec;
+	struct disk_cfg *d;
+	int ret;
+
+	if (c->ndisks == c->max_disks) {
+		if (c->max_disks == 1)
+			fprintf(stderr, "iovm: %s serves one disk; run one per disk\n", c->name);
+		else
+			fprintf(stderr, "iovm: %s: at most %u disks\n", c->name, c->max_disks);
+		return -1;
+	}
+	d = &c->disks[c->ndisks];
+	if (c->iface == DISK_IF_VIRTIO_SCSI) {
+		bool bare = !strchr(arg, '=') && !strchr(arg, ',');
+
+		if (asprintf(&spec, "if=virtio-scsi,%s%s", bare ? "path=" : "", arg) < 0)
+			return -1;
+	} else {
+		spec = strdup(arg);
+		if (!spec)
+			return -1;
+	}
+	err[0] = 0;
+	ret = config_parse_disk(spec, d, err, sizeof(err));
+	free(spec);
+	if (ret) {
+		fprintf(stderr, "iovm: %s\n", err);
+		return -1;
+	}
+	if (d->iface != c->iface) {
+		fprintf(stderr, "iovm: --disk: if=%s does not apply to %s\n",
+			disk_if_name(d->iface), c->name);
+		return -1;
+	}
+	c->ndisks++;
+	return 0;
+}
+
+/* Parses the command line; returns -1 to exit 1, 1 to exit 0 (--help),
+ * 0 to go on. */
+static int parse_args(struct vhu_cmd *c, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "socket", required_argument, NULL, 's' },
+		{ "disk", required_argument, NULL, 'd' },
+		{ "once", no_argument, NULL, 'o' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	int opt;
+
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "vqh", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 's':
+			c->socket = optarg;
+			break;
+		case 'd':
+			if (parse_disk(c, optarg))
+				return -1;
+			break;
+		case 'o':
+			c->once = true;
+			break;
+		case 'v':
+			log_threshold = LOG_DEBUG;
+			break;
+		case 'q':
+			log_threshold = LOG_ERR;
+			break;
+		case 'h':
+			fputs(c->help, stdout);
+			return 1;
+		default:
+			fprintf(stderr, "iovm: try iovm %s --help\n", c->name);
+			return -1;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "iovm: %s: unexpected argument '%s'\n", c->name, argv[optind]);
+		return -1;
+	}
+	if (!c->socket || !c->ndisks) {
+		fprintf(stderr, "iovm: %s needs --socket PATH and --disk path=FILE (see --help)\n",
+			c->name);
+		return -1;
+	}
+	return 0;
+}
+
+static int serve(struct vhu_cmd *c, struct virtio_dev *dev)
+{
+	struct vhu_server *s = vhu_server_new(dev);
+	int status;
+
+	if (!s) {
+		pr_err("out of memory");
+		dev->ops->destroy(dev);
+		return 1;
+	}
+	status = vhu_server_run(s, c->socket, c->once);
+	vhu_server_free(s);
+	dev->ops->destroy(dev);
+	return status;
+}
+
+int cmd_vhost_user_blk(int argc, char **argv)
+{
+	struct vhu_cmd c = {
+		.name = "vhost-user-blk",
+		.help = blk_help,
+		.iface = DISK_IF_VIRTIO_BLK,
+		.max_disks = 1,
+	};
+	struct virtio_dev *dev;
+	char err[256];
+	int ret = parse_args(&c, argc, argv);
+
+	if (ret)
+		return ret > 0 ? 0 : 1;
+	dev = virtio_blk_create(&c.disks[0], host_cpus(VIRTIO_BLK_MAX_QUEUES), err,
+				sizeof(err));
+	if (!dev) {
+		fprintf(stderr, "iovm: %s\n", err);
+		return 1;
+	}
+	return serve(&c, dev);
+}
+
+int cmd_vhost_user_scsi(int argc, char **argv)
+{
+	struct vhu_cmd c = {
+		.name = "vhost-user-scsi",
+		.help = scsi_help,
+		.iface = DISK_IF_VIRTIO_SCSI,
+		.max_disks = CONFIG_MAX_DISKS,
+	};
+	const struct disk_cfg *disks[CONFIG_MAX_DISKS];
+	struct virtio_dev *dev;
+	char err[256];
+	int ret = parse_args(&c, argc, argv);
+
+	if (ret)
+		return ret > 0 ? 0 : 1;
+	for (unsigned int i = 0; i < c.ndisks; i++)
+		disks[i] = &c.disks[i];
+	dev = virtio_scsi_create(disks, c.ndisks, host_cpus(VIRTIO_SCSI_MAX_QUEUES), err,
+				 sizeof(err));
+	if (!dev) {
+		fprintf(stderr, "iovm: %s\n", err);
+		return 1;
+	}
+	return serve(&c, dev);
+}
