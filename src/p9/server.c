@@ -1898,6 +1898,26 @@ void p9_req_begin(struct p9_session *s, struct p9_req *r,
 	pthread_mutex_unlock(&s->lock);
 }
 
+bool p9_req_may_block(const struct iovec *in, unsigned int nin)
+{
+	uint8_t hdr[P9_HDRSZ];
+
+	if (iov_copy(in, nin, 0, hdr, sizeof(hdr), false) < sizeof(hdr))
+		return false;	/* answered with EPROTO at once */
+	switch (hdr[4]) {
+	case P9_TREAD:
+	case P9_TWRITE:
+	case P9_TREADDIR:
+	case P9_TFSYNC:
+	case P9_TSETATTR:
+	case P9_TLOCK:
+	case P9_TFLUSH:
+		return true;
+	default:
+		return false;
+	}
+}
+
 void p9_req_end(struct p9_session *s, struct p9_req *r)
 {
 	if (!r->tracked)

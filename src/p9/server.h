@@ -65,6 +65,13 @@ void p9_req_begin(struct p9_session *s, struct p9_req *r,
 size_t p9_handle(struct p9_session *s, struct p9_req *r, struct iovec *in,
 		 unsigned int nin, struct iovec *out, unsigned int nout);
 
+/* Whether the request in[0..nin) may take long: it moves file data, syncs,
+ * or waits for other requests (read, write, readdir, fsync, setattr, lock,
+ * flush). Transports hand those to worker threads and may serve the rest
+ * (walk, getattr, clunk, create, ...) on the receiving thread, which saves
+ * a thread hand-off on the metadata path. */
+bool p9_req_may_block(const struct iovec *in, unsigned int nin);
+
 /* Called once the reply has been delivered (pushed, sent). */
 void p9_req_end(struct p9_session *s, struct p9_req *r);
 

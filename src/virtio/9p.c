@@ -1,7 +1,10 @@
-/* virtio-9p: a queue thread pops request chains and hands them to a small
- * pool of workers, which serve them with the 9P server straight on the
- * chains' iovecs (guest memory) and push the replies in completion order.
- * Per-request state is a slot from a pool sized at queue start. */
+/* virtio-9p: a few alike threads share the queue (leader/followers): the
+ * one polling the kick eventfd pops request chains, answers quick metadata
+ * requests itself and queues those that move data or may wait (read, write,
+ * readdir, fsync, ...), which the others serve. Requests are served
+ * straight on the chains' iovecs (guest memory) and the replies pushed in
+ * completion order. Per-request state is a slot from a pool sized at queue
+ * start. */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -31,9 +34,9 @@ struct v9p {
 	bool running;
 	bool stop;			/* under lock */
 	bool broken;
-	pthread_t queue_thread;
-	pthread_t workers[VIRTIO_9P_WORKERS];
-	unsigned int nworkers;
+	pthread_t threads[VIRTIO_9P_THREADS];
+	unsigned int nthreads;
+	bool polling;			/* a thread owns the kick fd */
 	pthread_mutex_t lock;		/* slots, ready queue, stop */
 	pthread_cond_t cond;
 	pthread_mutex_t push_lock;	/* the used ring */
@@ -52,9 +55,13 @@ static struct v9p *to_v9p(struct virtio_dev *dev)
 
 static void mark_broken(struct v9p *v, const char *why)
 {
-	if (v->broken)
+	pthread_mutex_lock(&v->lock);
+	if (v->broken) {
+		pthread_mutex_unlock(&v->lock);
 		return;
+	}
 	v->broken = true;
+	pthread_mutex_unlock(&v->lock);
 	pr_guest("virtio-9p: %s; device needs reset", why);
 	if (v->dev.transport.needs_reset)
 		v->dev.transport.needs_reset(&v->dev);
@@ -86,30 +93,6 @@ static void serve(struct v9p *v, struct v9p_slot *s)
 	slot_release(v, s);
 }
 
-static void *worker_main(void *arg)
-{
-	struct v9p *v = arg;
-
-	pthread_setname_np(pthread_self(), "iovm-9p-work");
-	for (;;) {
-		struct v9p_slot *s;
-
-		pthread_mutex_lock(&v->lock);
-		while (!v->ready_head && !v->stop)
-			pthread_cond_wait(&v->cond, &v->lock);
-		s = v->ready_head;
-		if (!s) {
-			pthread_mutex_unlock(&v->lock);
-			return NULL;
-		}
-		v->ready_head = s->next;
-		if (!v->ready_head)
-			v->ready_tail = NULL;
-		pthread_mutex_unlock(&v->lock);
-		serve(v, s);
-	}
-}
-
 static struct v9p_slot *take_slot(struct v9p *v)
 {
 	struct v9p_slot *s;
@@ -126,21 +109,32 @@ static struct v9p_slot *take_slot(struct v9p *v)
 	return s;
 }
 
-static void enqueue(struct v9p *v, struct v9p_slot *s)
+/* Called with v->lock held. */
+static void enqueue_locked(struct v9p *v, struct v9p_slot *s)
 {
-	pthread_mutex_lock(&v->lock);
 	s->next = NULL;
 	if (v->ready_tail)
 		v->ready_tail->next = s;
 	else
 		v->ready_head = s;
 	v->ready_tail = s;
-	pthread_cond_signal(&v->cond);
-	pthread_mutex_unlock(&v->lock);
 }
 
-/* Pops everything available; returns false when the queue broke or the
- * device stops. */
+static struct v9p_slot *dequeue_locked(struct v9p *v)
+{
+	struct v9p_slot *s = v->ready_head;
+
+	if (s) {
+		v->ready_head = s->next;
+		if (!v->ready_head)
+			v->ready_tail = NULL;
+	}
+	return s;
+}
+
+/* The poller's work: pops every available chain, serves quick metadata
+ * requests on the spot and queues those that may block. Returns false
+ * when the ring broke or the device stops. */
 static bool process_ring(struct v9p *v)
 {
 	for (;;) {
@@ -166,39 +160,83 @@ static bool process_ring(struct v9p *v)
 				pr_guest("virtio-9p: request without room for a reply");
 			/* Registered in arrival order, for Tflush. */
 			p9_req_begin(v->sess, &s->req, s->iov, s->e.out_num);
-			enqueue(v, s);
+			if (p9_req_may_block(s->iov, s->e.out_num)) {
+				pthread_mutex_lock(&v->lock);
+				enqueue_locked(v, s);
+				pthread_mutex_unlock(&v->lock);
+			} else {
+				serve(v, s);
+			}
 		}
 		if (!virtq_enable_kicks(v->vq))
 			return true;
 	}
 }
 
-static void *queue_main(void *arg)
+/* Waits for a kick (or a stop, which also writes the kick eventfd). */
+static void wait_kick(struct v9p *v)
+{
+	struct pollfd pfd = { .fd = v->vq->kick_fd, .events = POLLIN };
+	uint64_t cnt;
+
+	if (poll(&pfd, 1, -1) > 0 && read(v->vq->kick_fd, &cnt, sizeof(cnt)) < 0) {
+		/* EAGAIN: another reader took it; the ring is looked at
+		 * anyway */
+	}
+}
+
+/* Every thread is alike (leader/followers): one at a time is the poller,
+ * waiting on the kick eventfd and popping; it serves metadata itself. When
+ * it has queued requests that may block, it hands the poller role to an
+ * idle thread and serves one of them, so a data request costs a single
+ * thread wake-up on its way, and a getattr arriving meanwhile is still
+ * popped and answered by the new poller. */
+static void *v9p_thread(void *arg)
 {
 	struct v9p *v = arg;
-	struct pollfd pfd = { .fd = v->vq->kick_fd, .events = POLLIN };
-	bool ok = true;
 
-	pthread_setname_np(pthread_self(), "iovm-9p-queue");
+	pthread_setname_np(pthread_self(), "iovm-9p");
+	pthread_mutex_lock(&v->lock);
 	for (;;) {
-		uint64_t cnt;
-		bool stop;
+		struct v9p_slot *s = dequeue_locked(v);
 
-		pthread_mutex_lock(&v->lock);
-		stop = v->stop;
-		pthread_mutex_unlock(&v->lock);
-		if (stop)
-			break;
-		if (ok)
-			ok = process_ring(v);
-		/* A broken queue is ignored until the transport resets
-		 * the device; the thread only waits for that. */
-		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
-			break;
-		if (read(v->vq->kick_fd, &cnt, sizeof(cnt)) < 0) {
-			/* EAGAIN: nothing pending; look at the ring anyway */
+		if (s) {
+			pthread_mutex_unlock(&v->lock);
+			serve(v, s);
+			pthread_mutex_lock(&v->lock);
+			continue;
 		}
+		if (v->stop)
+			break;
+		if (v->polling || v->broken) {
+			pthread_cond_wait(&v->cond, &v->lock);
+			continue;
+		}
+		v->polling = true;
+		pthread_mutex_unlock(&v->lock);
+		if (!process_ring(v)) {
+			/* broken or stopping: only a stop ends the wait */
+			pthread_mutex_lock(&v->lock);
+			v->polling = false;
+			pthread_cond_broadcast(&v->cond);
+			while (!v->stop && !v->ready_head)
+				pthread_cond_wait(&v->cond, &v->lock);
+			continue;
+		}
+		pthread_mutex_lock(&v->lock);
+		if (v->ready_head) {
+			/* Serve one queued request here; another thread
+			 * takes over polling and the rest of the queue. */
+			v->polling = false;
+			pthread_cond_broadcast(&v->cond);
+			continue;
+		}
+		pthread_mutex_unlock(&v->lock);
+		wait_kick(v);
+		pthread_mutex_lock(&v->lock);
+		v->polling = false;
 	}
+	pthread_mutex_unlock(&v->lock);
 	return NULL;
 }
 
@@ -241,20 +279,21 @@ static int v9p_queue_start(struct virtio_dev *dev, unsigned int index,
 	v->inflight = 0;
 	v->vq = vq;
 	v->stop = v->broken = false;
-	for (v->nworkers = 0; v->nworkers < VIRTIO_9P_WORKERS; v->nworkers++) {
-		ret = pthread_create(&v->workers[v->nworkers], NULL,
-				     worker_main, v);
+	v->polling = false;
+	for (v->nthreads = 0; v->nthreads < VIRTIO_9P_THREADS; v->nthreads++) {
+		ret = pthread_create(&v->threads[v->nthreads], NULL,
+				     v9p_thread, v);
 		if (ret)
 			break;
 	}
-	ret = v->nworkers ? pthread_create(&v->queue_thread, NULL, queue_main, v) : EAGAIN;
+	ret = v->nthreads ? 0 : EAGAIN;
 	if (ret) {
 		pthread_mutex_lock(&v->lock);
 		v->stop = true;
 		pthread_cond_broadcast(&v->cond);
 		pthread_mutex_unlock(&v->lock);
-		for (unsigned int i = 0; i < v->nworkers; i++)
-			pthread_join(v->workers[i], NULL);
+		for (unsigned int i = 0; i < v->nthreads; i++)
+			pthread_join(v->threads[i], NULL);
 		free_pool(v);
 		p9_session_free(v->sess);
 		v->sess = NULL;
@@ -280,9 +319,8 @@ static void v9p_queue_stop(struct virtio_dev *dev, unsigned int index)
 	pthread_mutex_unlock(&v->lock);
 	if (write(v->vq->kick_fd, &one, sizeof(one)) < 0)
 		pr_warn("virtio-9p: waking the queue thread: %s", strerror(errno));
-	pthread_join(v->queue_thread, NULL);
-	for (unsigned int i = 0; i < v->nworkers; i++)
-		pthread_join(v->workers[i], NULL);
+	for (unsigned int i = 0; i < v->nthreads; i++)
+		pthread_join(v->threads[i], NULL);
 	free_pool(v);
 	/* A reset ends the mount: its fids go with it. */
 	p9_session_free(v->sess);

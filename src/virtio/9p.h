@@ -16,7 +16,7 @@
 #define VIRTIO_9P_MAX_IOV 264
 /* Threads serving one device's requests, so a slow read does not hold up
  * a getattr. */
-#define VIRTIO_9P_WORKERS 4
+#define VIRTIO_9P_THREADS 8
 
 /* Opens the share (cfg->tag is the mount tag) and creates the device. On
  * error returns NULL with a one-line message in err. */

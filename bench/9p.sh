@@ -1,0 +1,133 @@
+#!/bin/bash
+# 9P benchmark: the probe's 9P2000.L client (native at CPL 3, bench=9p) on
+# iovm's virtio-9p and on QEMU's (-fsdev local,security_model=none
+# -device virtio-9p-pci) sharing the same folder in the same run, beside the
+# host's own figures (bench/p9-floor: pwrite/pread of the same size in the
+# same chunks, and the metadata job with system calls). For each msize:
+# sequential write then read of a SIZE file with QD requests in flight;
+# then a metadata job (walk, lcreate, getattr, clunk, unlinkat per file).
+#
+# Usage: bench/9p.sh [--size SIZE] [--msizes LIST] [--qd N] [--files N]
+#                    [--dir DIR] [--only floor,iovm,qemu]
+# Defaults: --size 1G --msizes 8192,131072,512000,4194304 --qd 4
+# --files 10000 --dir build/bench-9p. Needs a build (build/iovm,
+# build/guest/probe/probe.elf, build/bench/p9-floor; BUILD=dir for another)
+# and qemu-system-x86_64. Not part of the test suite.
+set -eu
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD:-$root/build}
+size=1G
+msizes=8192,131072,512000,4194304
+qd=4
+files=10000
+dir=$build/bench-9p
+only=floor,iovm,qemu
+
+usage() { sed -n '2,16s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
+while [ $# -gt 0 ]; do
+	case $1 in
+	--size) size=$2; shift 2 ;;
+	--msizes) msizes=$2; shift 2 ;;
+	--qd) qd=$2; shift 2 ;;
+	--files) files=$2; shift 2 ;;
+	--dir) dir=$2; shift 2 ;;
+	--only) only=$2; shift 2 ;;
+	-h | --help) usage 0 ;;
+	*) echo "9p.sh: unknown option '$1' (--help)" >&2; exit 2 ;;
+	esac
+done
+tobytes() {
+	case $1 in
+	*[kK]) echo $((${1%?} << 10)) ;;
+	*[mM]) echo $((${1%?} << 20)) ;;
+	*[gG]) echo $((${1%?} << 30)) ;;
+	*[!0-9]* | '') echo "9p.sh: bad size '$1'" >&2; exit 2 ;;
+	*) echo "$1" ;;
+	esac
+}
+bytes=$(tobytes "$size")
+
+iovm=$build/iovm
+probe=$build/guest/probe/probe.elf
+floor=$build/bench/p9-floor
+for f in "$iovm" "$probe" "$floor"; do
+	[ -e "$f" ] || { echo "9p.sh: $f missing: build first (ninja -C build)" >&2; exit 1; }
+done
+qemu=$(command -v qemu-system-x86_64 || true)
+mkdir -p "$dir"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+maxm=0
+for m in ${msizes//,/ }; do [ "$m" -gt "$maxm" ] && maxm=$m; done
+mem=$(( (maxm * qd >> 20) + 256 ))M
+
+# run NAME MSIZE CMD...: one VMM run of the probe benchmark
+run() {
+	name=$1 m=$2
+	shift 2
+	if ! timeout 1800 "$@" >"$tmp/log" 2>&1 || ! grep -q '^probe: PASS' "$tmp/log"; then
+		if ! grep -q '^probe: PASS' "$tmp/log"; then
+			echo "9p.sh: $name msize=$m failed:" >&2
+			tail -n 5 "$tmp/log" >&2
+			return 0
+		fi
+	fi
+	got=$(sed -n 's/^probe: 9p version .* msize=\([0-9]*\)$/\1/p' "$tmp/log")
+	sed -n "s/^job=/$name asked=$m got=$got job=/p" "$tmp/log" | tee -a "$tmp/results"
+}
+
+echo "9p.sh: size=$bytes qd=$qd files=$files dir=$dir host=$(nproc) CPUs, $(uname -r), $(date -u +%FT%TZ)"
+for m in ${msizes//,/ }; do
+	append="bench=9p msize=$m size=$bytes qd=$qd files=$files"
+	case ,$only, in *,floor,*)
+		"$floor" "$dir/floor.dat" "$bytes" $((m - 24)) "$dir" "$files" |
+			sed "s/^job=/host asked=$m got=$m job=/" | tee -a "$tmp/results"
+		;;
+	esac
+	case ,$only, in *,iovm,*)
+		run iovm "$m" "$iovm" run --kernel "$probe" --memory "$mem" \
+			--share "path=$dir,tag=bench,msize=$m" --append "$append"
+		;;
+	esac
+	case ,$only, in *,qemu,*)
+		if [ -n "$qemu" ]; then
+			run qemu "$m" "$qemu" -enable-kvm -bios /usr/share/qemu/qboot.rom \
+				-nographic -no-reboot -m "$mem" -kernel "$probe" \
+				-append "$append" -device isa-debug-exit,iobase=0xf4,iosize=1 \
+				-fsdev "local,id=f0,path=$dir,security_model=none" \
+				-device virtio-9p-pci,fsdev=f0,mount_tag=bench,disable-legacy=on
+		fi
+		;;
+	esac
+done
+
+echo
+awk '
+function get(line, key,   n, i, kv) {
+	n = split(line, kv, " ")
+	for (i = 1; i <= n; i++)
+		if (index(kv[i], key "=") == 1)
+			return substr(kv[i], length(key) + 2)
+	return ""
+}
+{
+	who = $1; m = get($0, "asked"); job = get($0, "job")
+	v = job == "metadata" ? get($0, "ops_s") : get($0, "bw_mbs")
+	val[who, m, job] = v; got[who, m] = get($0, "got")
+	if (!(m in seenm)) { seenm[m] = 1; ms[++nm] = m }
+}
+function r(a, b) { return (a != "" && b != "" && b + 0 > 0) ? sprintf("%.2f", a / b) : "-" }
+function d(x) { return x == "" ? "-" : x }
+END {
+	printf "%-8s %-9s %9s %9s %9s %9s %11s %11s\n", "msize", "job", "iovm", "qemu", "host", "iovm/qemu", "iovm/host", "qemu_msize"
+	for (i = 1; i <= nm; i++) {
+		m = ms[i]
+		split("seqwrite seqread metadata", jobs, " ")
+		for (j = 1; j <= 3; j++) {
+			jb = jobs[j]
+			printf "%-8s %-9s %9s %9s %9s %9s %11s %11s\n", m, jb, d(val["iovm", m, jb]), d(val["qemu", m, jb]), d(val["host", m, jb]), r(val["iovm", m, jb], val["qemu", m, jb]), r(val["iovm", m, jb], val["host", m, jb]), d(got["qemu", m])
+		}
+	}
+	print "(seqwrite/seqread in MB/s, metadata in 9P requests/s (host: syscalls/s); qemu_msize: what QEMU negotiated)"
+}' "$tmp/results"
