@@ -9,8 +9,10 @@
 #                      programs such as util-linux's blkdiscard); the kernel
 #                      modules the device tests need, with their
 #                      dependencies; fio and the shared libraries it needs;
-#                      sg3-utils, sdparm, blkdiscard; our /init and static
-#                      helpers (tools/guest/)
+#                      sg3-utils, sdparm; util-linux's blkdiscard, flock,
+#                      lsblk, mountpoint; setfattr/getfattr; xfs_io (file
+#                      syscalls one by one, for the 9P tests); our /init and
+#                      static helpers (tools/guest/)
 #   initramfs.cpio     the same, uncompressed: under TCG the kernel unpacks it
 #                      seconds faster than the .gz
 #   packages.txt       the Debian packages (name=version) it was built from
@@ -59,11 +61,12 @@ scsi_transport_spi 9p 9pnet 9pnet_virtio 9pnet_fd e1000"
 # Programs from Debian packages in the image (besides busybox's applets).
 PROGRAMS="fio sg_inq sg_vpd sg_readcap sg_wr_mode sg_modes sg_turs sg_requests
 sg_luns sg_sync sg_unmap sg_write_same sg_raw sg_get_lba_status sg_logs sg_dd
-sg_format sg_start sg_verify sg_rtpg sdparm blkdiscard dash"
+sg_format sg_start sg_verify sg_rtpg sdparm blkdiscard flock lsblk mountpoint
+setfattr getfattr xfs_io dash"
 
 # Packages that provide PROGRAMS; the shared libraries they link come from the
 # closure of their lib* dependencies.
-ROOT_PKGS="busybox-static dash fio sg3-utils sdparm util-linux"
+ROOT_PKGS="busybox-static dash fio sg3-utils sdparm util-linux attr xfsprogs"
 
 # --- cheap up-to-date check: our inputs and the state of apt's lists ---------
 inputs=$(cat "$here/mkguest.sh" "$here"/guest/* | sha256sum | cut -d' ' -f1)

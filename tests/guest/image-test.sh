@@ -43,6 +43,11 @@ fio --version | grep -q '^fio-' || exit 11
 sg_inq --version 2>&1 | grep -q . || exit 12
 sdparm --version 2>&1 | grep -q . || exit 13
 blkdiscard --version | grep -q util-linux || exit 14
+for t in flock lsblk mountpoint; do
+	\$t --version | grep -q util-linux || { echo "no util-linux \$t"; exit 14; }
+done
+getfattr --version | grep -q getfattr || exit 14
+xfs_io -V | grep -q xfs_io || exit 14
 [ "\$(sha256sum /iovm/data | cut -d' ' -f1)" = "$sum" ] || exit 15
 [ -b /dev/vda ] || { cat /proc/partitions; exit 16; }
 fio --name=verify --filename=/dev/vda --direct=1 --ioengine=libaio \\
