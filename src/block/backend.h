@@ -88,7 +88,9 @@ int blkq_poll(struct blk_queue *q, int fd, blk_done_fn done, void *tag);
 int blkq_submit(struct blk_queue *q);
 
 /* Calls done() for every completion ready; with wait, blocks for at least
- * one if any is in flight. Returns the number reaped or -errno. */
+ * one if any is in flight, sending everything queued in the same system
+ * call. What done() queues is sent by the next blkq_submit or blocking
+ * blkq_reap. Returns the number reaped or -errno. */
 int blkq_reap(struct blk_queue *q, bool wait);
 
 /* Requests queued or in flight. */

@@ -689,11 +689,7 @@ int blkq_reap(struct blk_queue *q, bool wait)
 		q->unsubmitted = 0;
 		n = reap_ready(q);
 	}
-	if (q->unsubmitted) {
-		int ret = blkq_submit(q);
-
-		if (ret < 0)
-			return ret;
-	}
+	/* What the callbacks queued goes out with the caller's blkq_submit
+	 * or, in one system call, with its next blocking blkq_reap. */
 	return n;
 }

@@ -440,8 +440,9 @@ static void process_ring(struct vblk_queue *q)
 		if (!virtq_enable_kicks(q->vq))
 			break;
 	}
+	/* Sent by the thread's next blkq_reap, in the same io_uring_enter
+	 * that waits for completions. */
 	merge_flush(q);
-	blkq_submit(q->bq);
 }
 
 static void on_kick(void *tag, int res);
