@@ -8,6 +8,7 @@
 #include "arch/x86/boot.h"
 #include "commands.h"
 #include "devices.h"
+#include "hw/acpi_pm.h"
 #include "hw/exitdev.h"
 #include "hw/i8042.h"
 #include "hw/serial.h"
@@ -37,6 +38,8 @@ static int build_machine(struct vm *vm, const struct vm_config *cfg)
 		pr_err("i8042: %s", strerror(-ret));
 	if (!ret && (ret = exitdev_create(vm)))
 		pr_err("exit device: %s", strerror(-ret));
+	if (!ret && (ret = acpi_pm_create(vm)))
+		pr_err("ACPI PM registers: %s", strerror(-ret));
 	if (!ret)
 		ret = x86_setup(vm, cfg);
 	if (!ret)

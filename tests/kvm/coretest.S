@@ -5,6 +5,8 @@
  *   c  crash: a bad segment load (#GP) with an empty IDT: triple fault
  *   r  reset through the i8042 (command 0xfe)
  *   h  halt with interrupts off forever (a signal must stop iovm)
+ *   o  ACPI power-off: RSDP -> RSDT -> FADT -> PM1a_CNT, write SLP_TYP 5
+ *      (\_S5 in iovm's DSDT) with SLP_EN
  * Runs in 32-bit protected mode as multiboot hands it over. */
 	.text
 	.code32
@@ -32,7 +34,33 @@ _start:
 	je reset
 	cmp $'h', %al
 	je hang
+	cmp $'o', %al
+	je poweroff
 	jmp fail
+
+poweroff:
+	mov $0xe0000, %esi
+1:	cmpl $0x20445352, (%esi)	/* "RSD " */
+	jne 2f
+	cmpl $0x20525450, 4(%esi)	/* "PTR " */
+	je 3f
+2:	add $16, %esi
+	cmp $0x100000, %esi
+	jb 1b
+	jmp fail
+3:	mov 16(%esi), %esi		/* RSDT */
+	cmpl $0x54445352, (%esi)	/* "RSDT" */
+	jne fail
+	mov 36(%esi), %esi		/* its first entry: the FADT */
+	cmpl $0x50434146, (%esi)	/* "FACP" */
+	jne fail
+	mov 64(%esi), %edx		/* PM1a_CNT_BLK */
+	inw %dx, %ax
+	test $1, %ax			/* SCI_EN: ACPI mode */
+	jz fail
+	mov $((5 << 10) | (1 << 13)), %ax
+	outw %ax, %dx
+	jmp hang
 
 ports:
 	mov $0x2f0, %dx

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "arch/x86/acpi.h"
 #include "arch/x86/boot.h"
 #include "arch/x86/bzimage.h"
 #include "arch/x86/cpuid.h"
@@ -334,6 +335,7 @@ int x86_setup(struct vm *vm, const struct vm_config *cfg)
 	if (ret)
 		return ret;
 	if (mptable_write(vm_gmem(vm), vm_ncpus(vm), sig, feat) ||
+	    acpi_write_tables(vm_gmem(vm), vm_ncpus(vm)) ||
 	    write_gdt(vm_gmem(vm)) || write_page_tables(vm_gmem(vm))) {
 		pr_err("guest RAM too small for the boot tables");
 		return -EINVAL;

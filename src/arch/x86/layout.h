@@ -19,6 +19,7 @@
 #define BOOT_CMDLINE		0x20000ull
 #define BOOT_CMDLINE_MAX	0x10000ull	/* 64 KiB, with the NUL */
 #define EBDA_START		0x9FC00ull	/* reserved from here to 1 MiB */
+#define ACPI_BASE		0xE0000ull	/* RSDP and the ACPI tables */
 #define MPTABLE_BASE		0xF0000ull	/* MP floating pointer + table */
 #define HIGH_MEMORY		0x100000ull	/* 1 MiB */
 #define LAPIC_BASE		0xFEE00000ull

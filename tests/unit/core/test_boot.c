@@ -12,6 +12,7 @@
 #include <zlib.h>
 #include <cmocka.h>
 
+#include "arch/x86/acpi.h"
 #include "arch/x86/bzimage.h"
 #include "arch/x86/e820.h"
 #include "arch/x86/layout.h"
@@ -365,6 +366,76 @@ static void test_page_walk(void **state)
 	assert_int_equal(pa, 0x400010);
 }
 
+static const uint8_t *table_at(struct gmem *m, uint32_t addr, const char *sig)
+{
+	const uint8_t *t = gmem_ptr(m, addr, 36);
+
+	assert_non_null(t);
+	assert_memory_equal(t, sig, 4);
+	assert_int_equal(sum(t, rd32(t + 4)), 0);
+	return t;
+}
+
+static void test_acpi(void **state)
+{
+	struct gmem *m = fake_ram(RAM);
+	const uint8_t *rsdp = m->r[0].hva + ACPI_BASE, *rsdt, *xsdt, *fadt, *dsdt;
+	uint64_t x;
+
+	assert_int_equal(acpi_write_tables(m, 2), 0);
+	assert_memory_equal(rsdp, "RSD PTR ", 8);
+	assert_int_equal(sum(rsdp, 20), 0);
+	assert_int_equal(sum(rsdp, 36), 0);
+	assert_int_equal(rsdp[15], 2);
+	rsdt = table_at(m, rd32(rsdp + 16), "RSDT");
+	memcpy(&x, rsdp + 24, 8);
+	xsdt = table_at(m, x, "XSDT");
+	fadt = table_at(m, rd32(rsdt + 36), "FACP");
+	memcpy(&x, xsdt + 36, 8);
+	assert_int_equal(x, rd32(rsdt + 36));
+	assert_int_equal(rd32(fadt + 4), 276);
+	assert_int_equal(rd32(fadt + 64), ACPI_PM_BASE + ACPI_PM1_CNT_OFF);
+	assert_int_equal(fadt[89], 2);
+	assert_int_equal(fadt[46], ACPI_SCI_IRQ);
+	assert_memory_equal(m->r[0].hva + rd32(fadt + 36), "FACS", 4);
+	dsdt = table_at(m, rd32(fadt + 40), "DSDT");
+	/* \_S5_ with SLP_TYP 5 */
+	assert_memory_equal(dsdt + 36, "\x08_S5_\x12", 6);
+	assert_int_equal(dsdt[36 + 9], ACPI_S5_TYP);
+	/* The MADT: 2 CPUs, the IOAPIC after them, IRQ 0 -> GSI 2, SCI. */
+	{
+		const uint8_t *madt = table_at(m, rd32(rsdt + 40), "APIC"), *p;
+		unsigned int cpus = 0, ioapics = 0, isos = 0;
+
+		assert_int_equal(rd32(rsdt + 4), 44);
+		assert_int_equal(rd32(madt + 36), 0xfee00000);
+		for (p = madt + 44; p < madt + rd32(madt + 4); p += p[1]) {
+			assert_true(p[1] >= 2);
+			if (p[0] == 0) {
+				assert_int_equal(p[3], cpus);
+				cpus++;
+			} else if (p[0] == 1) {
+				assert_int_equal(p[2], 2);
+				assert_int_equal(rd32(p + 4), 0xfec00000);
+				ioapics++;
+			} else if (p[0] == 2) {
+				assert_true((p[3] == 0 && rd32(p + 4) == 2) ||
+					    (p[3] == ACPI_SCI_IRQ && rd32(p + 4) == ACPI_SCI_IRQ));
+				isos++;
+			}
+		}
+		assert_true(p == madt + rd32(madt + 4));
+		assert_int_equal(cpus, 2);
+		assert_int_equal(ioapics, 1);
+		assert_int_equal(isos, 2);
+	}
+	assert_int_not_equal(acpi_write_tables(m, 0), 0);
+	assert_int_not_equal(acpi_write_tables(m, ACPI_MAX_CPUS + 1), 0);
+	assert_int_equal(acpi_write_tables(m, ACPI_MAX_CPUS), 0);
+	/* Everything inside the reserved BIOS area, clear of the MP table. */
+	assert_true(ACPI_BASE >= EBDA_START && ACPI_BASE + 0x600 <= MPTABLE_BASE);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -375,6 +446,7 @@ int main(void)
 		cmocka_unit_test(test_vmlinux_payload),
 		cmocka_unit_test(test_mptable),
 		cmocka_unit_test(test_page_walk),
+		cmocka_unit_test(test_acpi),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,4 +1,5 @@
-/* i8042 reset paths and self-tests, and the exit device's status rule. */
+/* i8042 reset paths and self-tests, ACPI PM1 power-off, and the exit
+ * device's status rule. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -6,6 +7,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "arch/x86/acpi.h"
+#include "hw/acpi_pm.h"
 #include "hw/exitdev.h"
 #include "hw/i8042.h"
 
@@ -75,12 +78,57 @@ static void test_exit_status(void **state)
 	assert_int_equal(exitdev_status(0x7f), 0xff);
 }
 
+static int poweroffs;
+
+static void on_poweroff(void *opaque)
+{
+	poweroffs++;
+}
+
+static void test_acpi_pm(void **state)
+{
+	struct acpi_pm pm;
+	uint16_t v;
+	uint32_t d;
+	uint8_t b;
+
+	poweroffs = 0;
+	acpi_pm_init(&pm, on_poweroff, NULL);
+	acpi_pm_io(&pm, ACPI_PM1_CNT_OFF, &v, 2, false);
+	assert_int_equal(v & 1, 1);				/* SCI_EN */
+	d = 0xffffffff;
+	acpi_pm_io(&pm, 0, &d, 4, false);
+	assert_int_equal(d, 0);					/* STS, EN */
+	v = 0x0121;
+	acpi_pm_io(&pm, 2, &v, 2, true);			/* PM1_EN */
+	acpi_pm_io(&pm, 2, &v, 2, false);
+	assert_int_equal(v, 0x0121);
+	v = (1 << 10) | (1 << 13);				/* S1: not ours */
+	acpi_pm_io(&pm, ACPI_PM1_CNT_OFF, &v, 2, true);
+	assert_int_equal(poweroffs, 0);
+	v = 5 << 10;						/* type, no SLP_EN */
+	acpi_pm_io(&pm, ACPI_PM1_CNT_OFF, &v, 2, true);
+	assert_int_equal(poweroffs, 0);
+	acpi_pm_io(&pm, ACPI_PM1_CNT_OFF, &v, 2, false);
+	assert_int_equal(v, (5 << 10) | 1);			/* SLP_EN reads 0 */
+	b = ((5 << 10) | (1 << 13)) >> 8;			/* byte write */
+	acpi_pm_io(&pm, ACPI_PM1_CNT_OFF + 1, &b, 1, true);
+	assert_int_equal(poweroffs, 1);
+	/* Accesses past the block read zero and do nothing. */
+	d = 0xffffffff;
+	acpi_pm_io(&pm, 6, &d, 2, true);
+	acpi_pm_io(&pm, 6, &d, 2, false);
+	assert_int_equal(d & 0xffff, 0);
+	assert_int_equal(poweroffs, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_reset_pulse),
 		cmocka_unit_test(test_self_tests_and_ctr),
 		cmocka_unit_test(test_exit_status),
+		cmocka_unit_test(test_acpi_pm),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
