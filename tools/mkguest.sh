@@ -85,8 +85,17 @@ if [ "${IOVM_FORCE:-0}" != 1 ] && outputs_ok &&
 fi
 
 # --- resolve package versions -----------------------------------------------
-kpkg=${IOVM_KERNEL_PKG:-$(apt-cache depends linux-image-amd64 2>/dev/null |
-	awk '$1 == "Depends:" && $2 ~ /^linux-image-/ { print $2; exit }')}
+kernel_pkg() {
+	apt-cache depends linux-image-amd64 2>/dev/null |
+		awk '$1 == "Depends:" && $2 ~ /^linux-image-/ { print $2; exit }'
+}
+kpkg=${IOVM_KERNEL_PKG:-$(kernel_pkg)}
+if [ -z "$kpkg" ] && [ "$(id -u)" = 0 ]; then
+	# A fresh machine may have no package lists yet.
+	note "no package lists: running apt-get update"
+	apt-get update -qq || die "apt-get update failed"
+	kpkg=$(kernel_pkg)
+fi
 [ -n "$kpkg" ] || die "cannot resolve linux-image-amd64 (run apt-get update)"
 
 # Breadth-first closure over library packages (lib*, zlib1g): what a program's
