@@ -160,10 +160,26 @@ static void block_move(struct lsi *s, uint32_t insn, uint32_t arg,
 		}
 		count = t[0] & 0xffffff;
 		addr = t[1];
-		/* 40-bit table indirect: address bits 39:32 in the count
-		 * word's top byte. */
-		if ((s->regs[LSI_CCNTL1] & ti) == ti)
+		if ((s->regs[LSI_CCNTL1] & ti) == ti) {
+			/* 40-bit table indirect: address bits 39:32 in the
+			 * count word's top byte. */
 			addr |= (uint64_t)(t[0] >> 24) << 32;
+		} else if (s->regs[LSI_CCNTL1] & LSI_CCNTL1_EN64TIBMV) {
+			/* Selector mode: the top byte picks the register
+			 * that holds address bits 63:32. */
+			unsigned int sel = (t[0] >> 24) & 0x1f;
+			unsigned int reg;
+
+			if (sel < 0x10)
+				reg = LSI_SCRATCHC + 4 * sel;	/* C..R */
+			else if (sel <= 0x15)
+				reg = 0xa0 + 4 * (sel - 0x10);	/* MMRS..DBMS */
+			else {
+				illegal(s);
+				return;
+			}
+			addr |= (uint64_t)lsi_get32(s, reg) << 32;
+		}
 	}
 	lsi_set_dbc(s, count);
 	lsi_set32(s, LSI_DNAD, (uint32_t)addr);

@@ -1000,6 +1000,47 @@ static void test_overlapped_tag(void **state)
 	assert_int_equal(ram[DBUF + 0x1000 + 12], 0x4e);
 }
 
+/* Data above 4 GiB, as sym53c8xx addresses it with DAC: the table entry's
+ * top byte holds address bits 39:32 (CCNTL1 64TIMOD|EN64TIBMV), or picks
+ * the register with bits 63:32 (selector mode, EN64TIBMV alone). */
+static void test_high_dma(void **state)
+{
+	static uint8_t high[65536];
+	uint8_t cdb[10];
+	struct sg sg = { 0x1000, 4096 };
+
+	memset(high, 0, sizeof(high));
+	mem.r[1].gpa = 0x100000000ull;
+	mem.r[1].size = sizeof(high);
+	mem.r[1].hva = high;
+	mem.n = 2;
+	reg_wr(LSI_CCNTL1, LSI_CCNTL1_EN64TIBMV | LSI_CCNTL1_64TIMOD);
+	rw10(cdb, 0x28, 16, 8);
+	make_cmd(1, 0, cdb, 10, LSI_PHASE_DATA_IN, &sg, 1);
+	w32(dsa_of(1) + OFF_SG, 4096 | 0x01000000);	/* bits 39:32 = 1 */
+	queue_job(1);
+	kick(true);
+	run();
+	expect_idle();
+	assert_int_equal(ram[dsa_of(1) + OFF_STATUS_BYTE], 0);
+	for (unsigned int i = 0; i < 4096; i += 511)
+		assert_int_equal(high[0x1000 + i], pattern(16 * 512 + i));
+
+	/* selector mode: selector 2 = SCRATCHE holds the high half */
+	memset(high, 0, sizeof(high));
+	reg_wr(LSI_CCNTL1, LSI_CCNTL1_EN64TIBMV);
+	reg_wr32(LSI_SCRATCHC + 8, 1);
+	make_cmd(2, 0, cdb, 10, LSI_PHASE_DATA_IN, &sg, 1);
+	w32(dsa_of(2) + OFF_SG, 4096 | 0x02000000);
+	queue_job(2);
+	kick(false);
+	run();
+	expect_idle();
+	assert_int_equal(ram[dsa_of(2) + OFF_STATUS_BYTE], 0);
+	assert_int_equal(high[0x1000 + 7], pattern(16 * 512 + 7));
+	mem.n = 1;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1027,6 +1068,7 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_overlapped_tag, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_high_dma, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
