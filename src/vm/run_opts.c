@@ -119,10 +119,12 @@ void run_usage(FILE *f)
 "  Boot the probe guest on two vCPUs:\n"
 "    iovm run --kernel build/guest/probe/probe.elf --cpus 2 --memory 64M\n"
 "  Boot the default Linux guest to a shell (hardware KVM):\n"
-"    iovm run --kernel build/guest/bzImage --initrd build/guest/initramfs.cpio.gz \\\n"
+"    iovm run --kernel build/guest/bzImage \\\n"
+"        --initrd build/guest/initramfs.cpio.gz \\\n"
 "        --append \"console=ttyS0\" --memory 1G --cpus 2\n"
 "  The same with a virtio-blk disk and a shared folder:\n"
-"    iovm run --kernel build/guest/bzImage --initrd build/guest/initramfs.cpio.gz \\\n"
+"    iovm run --kernel build/guest/bzImage \\\n"
+"        --initrd build/guest/initramfs.cpio.gz \\\n"
 "        --append \"console=ttyS0\" --disk path=disk.img,cache=none \\\n"
 "        --share path=$HOME/src,tag=src\n");
 }

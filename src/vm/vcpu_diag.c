@@ -127,7 +127,15 @@ static void describe_reason(char *buf, size_t len, const struct kvm_run *run)
 		const char *n = s < sizeof(internal_names) / sizeof(internal_names[0]) &&
 				internal_names[s] ? internal_names[s] : "unknown";
 
-		snprintf(buf, len, "KVM_EXIT_INTERNAL_ERROR, suberror %u (%s)", s, n);
+		int used = snprintf(buf, len, "KVM_EXIT_INTERNAL_ERROR, suberror %u (%s)", s, n);
+		uint32_t nd = run->internal.ndata;
+
+		/* KVM's extra words (exit qualification, GPA, ...), bounded. */
+		if (nd > 4)
+			nd = 4;
+		for (uint32_t i = 0; i < nd && used > 0 && (size_t)used < len; i++)
+			used += snprintf(buf + used, len - used, "%s0x%llx", i ? " " : ", data ",
+					 (unsigned long long)run->internal.data[i]);
 		break;
 	}
 	case KVM_EXIT_FAIL_ENTRY:
@@ -148,7 +156,7 @@ void vcpu_report_exit(struct vm *vm, unsigned int idx, int fd,
 {
 	struct kvm_regs regs;
 	struct kvm_sregs sregs;
-	char reason[160], bytes[16 * 3 + 1] = "";
+	char reason[256], bytes[16 * 3 + 1] = "";
 	uint64_t la, pa;
 	const uint8_t *code;
 

@@ -38,7 +38,8 @@ int vm_irq_line(struct vm *vm, unsigned int gsi, int level);
 
 /* MSI routes: allocate a GSI, then (re)program its address/data; the routing
  * table is pushed to KVM on each change. A masked vector is routed nowhere
- * (the device then latches it in the PBA). Returns gsi >= 0 or -errno. */
+ * (the device then latches it in the PBA). addr 0 (a vector never
+ * programmed) is routed nowhere too. Returns gsi >= 0 or -errno. */
 int vm_msi_route_alloc(struct vm *vm);
 int vm_msi_route_set(struct vm *vm, unsigned int gsi, uint64_t addr,
 		     uint32_t data);

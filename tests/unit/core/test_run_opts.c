@@ -156,6 +156,31 @@ static void test_config_specs(void **state)
 	free((char *)s.tag);
 }
 
+/* Every option is documented in --help, and the --disk/--share keys too. */
+static void test_help_covers_options(void **state)
+{
+	static const char *const needles[] = {
+		"--kernel", "--initrd", "--append", "--memory", "--cpus", "--cpu ",
+		"--disk", "--share", "--verbose", "--quiet", "--help",
+		"if=", "ro", "cache=", "queues=", "target=", "lun=", "tag=", "msize=",
+		"avx512f", "xsave", "Examples:", "(V<<1)|1",
+	};
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	assert_non_null(f);
+	run_usage(f);
+	fclose(f);
+	for (size_t i = 0; i < sizeof(needles) / sizeof(needles[0]); i++)
+		if (!strstr(buf, needles[i]))
+			fail_msg("--help does not mention '%s'", needles[i]);
+	/* Lines fit a terminal. */
+	for (char *l = buf, *nl; (nl = strchr(l, '\n')); l = nl + 1)
+		assert_true(nl - l <= 80);
+	free(buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -164,6 +189,7 @@ int main(void)
 		cmocka_unit_test(test_bad_options),
 		cmocka_unit_test(test_parse_size),
 		cmocka_unit_test(test_config_specs),
+		cmocka_unit_test(test_help_covers_options),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
