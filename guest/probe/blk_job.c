@@ -47,7 +47,7 @@ void blk_job_run(struct vblk *b, struct blk_job *j)
 
 	if (!j->bs || j->len % j->bs || j->off % 512 || j->bs % 512 || !n)
 		probe_fail("job %s: bad geometry", j->name);
-	if (j->qd == 0 || j->qd > VBLK_MAX_QD || j->qd * 3u > b->vq.size ||
+	if (j->qd == 0 || j->qd > VBLK_MAX_QD || j->qd * 3u > vblk_min_queue_size(b) * b->nq ||
 	    (uint64_t)j->qd * j->bs > pool_size)
 		probe_fail("job %s: qd %u x bs %u does not fit", j->name,
 			   j->qd, j->bs);

@@ -6,7 +6,7 @@
  *   test=blk-flush  writes, FLUSH, prints a marker, waits to be killed
  *   bench=blk       4k randread QD1/QD32, 4k randwrite QD32, 64k seq
  *                   read/write QD16, verified, with IOPS/bw/latency
- * Options: mode=poll|msix, blk_dev=N, seed=N, region_off=BYTES, strict_ro=1,
+ * Options: mode=poll|msix, blk_dev=N, queues=N (round-robin), seed=N, region_off=BYTES, strict_ro=1,
  * region=BYTES, secs=N (bench, per job), io_timeout_ms=N, indirect=1,
  * event_idx=0. */
 #include "blk_job.h"
@@ -26,7 +26,8 @@ static struct vblk *open_blk(void)
 		msix = true;
 	else
 		probe_fail("mode must be poll or msix, not '%s'", mode);
-	if (vblk_open(&blk, (unsigned int)opt_u64("blk_dev", 0), msix) < 0)
+	if (vblk_open(&blk, (unsigned int)opt_u64("blk_dev", 0), msix,
+		      (unsigned int)opt_u64("queues", 1)) < 0)
 		probe_fail("virtio-blk device not usable");
 	if (blk_job_init(opt_u64("pool", 4 << 20), opt_u64("lat_samples",
 							   1 << 20)) < 0)
@@ -36,9 +37,11 @@ static struct vblk *open_blk(void)
 
 static void report_kicks(struct vblk *b)
 {
+	uint64_t kicks, skipped, ticks;
+
+	vblk_kick_stats(b, &kicks, &skipped, &ticks);
 	pr("probe: blk irqs=%lu kicks=%lu kicks_skipped=%lu kick_mean_ns=%lu\n",
-	   b->irqs_seen, b->vq.kicks, b->vq.kicks_skipped,
-	   b->vq.kicks ? ticks_to_ns(b->vq.kick_ticks / b->vq.kicks) : 0);
+	   b->irqs_seen, kicks, skipped, kicks ? ticks_to_ns(ticks / kicks) : 0);
 }
 
 static void *buf_alloc(size_t n)

@@ -17,7 +17,7 @@ static uint32_t cfg32(struct vblk *b, unsigned int off)
 	return off + 4 <= b->vp.devcfg_len ? mmio_read32(b->vp.devcfg + off) : 0;
 }
 
-int vblk_open(struct vblk *b, unsigned int index, bool msix)
+int vblk_open(struct vblk *b, unsigned int index, bool msix, unsigned int nq)
 {
 	struct pci_dev *pci = pci_find(VIRTIO_VENDOR,
 				       VIRTIO_DEV_MODERN(VIRTIO_ID_BLOCK),
@@ -72,18 +72,27 @@ int vblk_open(struct vblk *b, unsigned int index, bool msix)
 		return -1;
 	}
 	b->msix = msix;
-	if (msix) {
-		if (virtio_pci_msix_enable(&b->vp) < 0 ||
-		    virtio_pci_msix_route(&b->vp, 0) < 0)
-			return -1;
-		vec = 0;
-	}
-	if (virtq_setup(&b->vp, &b->vq, 0, 256, vec) < 0) {
-		pr("probe: virtio-blk: queue setup failed\n");
+	if (!nq || nq > VBLK_MAX_QUEUES || nq > b->num_queues) {
+		pr("probe: virtio-blk: queues=%u: device has %u (probe max %u)\n",
+		   nq, b->num_queues, VBLK_MAX_QUEUES);
 		return -1;
 	}
-	if (!msix)
-		virtq_irq_disable(&b->vq);
+	b->nq = nq;
+	if (msix && virtio_pci_msix_enable(&b->vp) < 0)
+		return -1;
+	for (unsigned int q = 0; q < nq; q++) {
+		if (msix) {
+			if (virtio_pci_msix_route(&b->vp, q) < 0)
+				return -1;
+			vec = (uint16_t)q;
+		}
+		if (virtq_setup(&b->vp, &b->vq[q], (uint16_t)q, 256, vec) < 0) {
+			pr("probe: virtio-blk: queue %u setup failed\n", q);
+			return -1;
+		}
+		if (!msix)
+			virtq_irq_disable(&b->vq[q]);
+	}
 	b->slots = dma_alloc(sizeof(struct vblk_slot) * VBLK_MAX_QD, 64);
 	if (!b->slots)
 		return -1;
@@ -97,9 +106,10 @@ int vblk_open(struct vblk *b, unsigned int index, bool msix)
 	}
 	pr("probe: blk dev=%02x:%02x.%x capacity=%lu blk_size=%u seg_max=%u "
 	   "size_max=%u queues=%u queue_size=%u ro=%u features=0x%lx "
-	   "mode=%s indirect=%u\n", pci->bus, pci->dev, pci->fn, b->capacity,
-	   b->blk_size, b->seg_max, b->size_max, b->num_queues, b->vq.size,
-	   b->ro, b->vp.features, msix ? "msix" : "poll", b->indirect);
+	   "mode=%s indirect=%u queues_used=%u\n", pci->bus, pci->dev, pci->fn,
+	   b->capacity, b->blk_size, b->seg_max, b->size_max, b->num_queues,
+	   b->vq[0].size, b->ro, b->vp.features, msix ? "msix" : "poll",
+	   b->indirect, nq);
 	return 0;
 }
 
@@ -107,6 +117,7 @@ int vblk_submit(struct vblk *b, struct vblk_io *io)
 {
 	struct virtq_buf bufs[VBLK_MAX_SEGS + 2];
 	struct vblk_slot *s;
+	struct virtq *vq;
 	bool dev_writes = io->type == VIRTIO_BLK_T_IN ||
 			  io->type == VIRTIO_BLK_T_GET_ID;
 	unsigned int n = 0;
@@ -125,32 +136,62 @@ int vblk_submit(struct vblk *b, struct vblk_io *io)
 		bufs[n++] = (struct virtq_buf){ io->seg[i].p, io->seg[i].len,
 						dev_writes };
 	bufs[n++] = (struct virtq_buf){ &s->status, 1, true };
+	io->queue = b->next_q;
+	vq = &b->vq[io->queue];
 	io->t_submit = rdtsc();
-	head = b->indirect ? virtq_add_indirect(&b->vq, s->table, bufs, n)
-			   : virtq_add(&b->vq, bufs, n);
+	head = b->indirect ? virtq_add_indirect(vq, s->table, bufs, n)
+			   : virtq_add(vq, bufs, n);
 	if (head < 0)
 		return -1;
+	b->next_q = (b->next_q + 1) % b->nq;
 	b->nfree--;
-	b->io_of_head[head] = io;
+	b->io_of_head[io->queue][head] = io;
 	b->inflight++;
 	return 0;
 }
 
 void vblk_kick(struct vblk *b)
 {
-	virtq_kick(&b->vq);
+	for (unsigned int q = 0; q < b->nq; q++)
+		virtq_kick(&b->vq[q]);
+}
+
+unsigned int vblk_min_queue_size(const struct vblk *b)
+{
+	unsigned int m = b->vq[0].size;
+
+	for (unsigned int q = 1; q < b->nq; q++)
+		m = MIN(m, b->vq[q].size);
+	return m;
+}
+
+void vblk_kick_stats(const struct vblk *b, uint64_t *kicks, uint64_t *skipped,
+		     uint64_t *ticks)
+{
+	*kicks = *skipped = *ticks = 0;
+	for (unsigned int q = 0; q < b->nq; q++) {
+		*kicks += b->vq[q].kicks;
+		*skipped += b->vq[q].kicks_skipped;
+		*ticks += b->vq[q].kick_ticks;
+	}
 }
 
 struct vblk_io *vblk_reap(struct vblk *b)
 {
 	struct vblk_io *io;
 	uint32_t len;
-	int head = virtq_get_used(&b->vq, &len);
+	unsigned int q;
+	int head = -1;
 
+	for (q = 0; q < b->nq; q++) {
+		head = virtq_get_used(&b->vq[q], &len);
+		if (head >= 0)
+			break;
+	}
 	if (head < 0)
 		return NULL;
-	io = b->io_of_head[head];
-	b->io_of_head[head] = NULL;
+	io = b->io_of_head[q][head];
+	b->io_of_head[q][head] = NULL;
 	if (!io)
 		probe_fail("virtio-blk: completion for idle head %d", head);
 	io->t_done = rdtsc();
@@ -159,6 +200,15 @@ struct vblk_io *vblk_reap(struct vblk *b)
 	b->free_slots[b->nfree++] = io->slot;
 	b->inflight--;
 	return io;
+}
+
+static uint64_t irqs_total(const struct vblk *b)
+{
+	uint64_t n = 0;
+
+	for (unsigned int q = 0; q < b->nq; q++)
+		n += irq_count[q];
+	return n;
 }
 
 struct vblk_io *vblk_wait(struct vblk *b)
@@ -171,17 +221,18 @@ struct vblk_io *vblk_wait(struct vblk *b)
 		timeout_ticks = ms_to_ticks(opt_u64("io_timeout_ms", 10000));
 	deadline = rdtsc() + timeout_ticks;
 	for (;;) {
-		uint64_t seen = irq_count[0];
+		uint64_t seen = irqs_total(b), now;
 
 		io = vblk_reap(b);
 		if (io)
 			return io;
 		if (b->msix) {
 			/* Sleep-free wait: the CPL 0 handler bumps the
-			 * counter; recheck the ring after each interrupt. */
-			while (irq_count[0] == seen && rdtsc() < deadline)
+			 * counters; recheck the rings after each interrupt. */
+			while ((now = irqs_total(b)) == seen &&
+			       rdtsc() < deadline)
 				cpu_relax();
-			b->irqs_seen += irq_count[0] - seen;
+			b->irqs_seen += now - seen;
 		} else {
 			cpu_relax();
 		}

@@ -30,6 +30,7 @@
 
 #define VBLK_MAX_SEGS 8
 #define VBLK_MAX_QD 128
+#define VBLK_MAX_QUEUES 8
 
 /* Segment descriptor of DISCARD / WRITE_ZEROES requests. */
 struct virtio_blk_dwz {
@@ -52,12 +53,13 @@ struct vblk_io {
 	uint8_t status;
 	uint32_t written;	/* bytes the device reports writing */
 	uint64_t t_submit, t_done;	/* TSC */
-	unsigned int slot;
+	unsigned int slot, queue;
 };
 
 struct vblk {
 	struct virtio_pci vp;
-	struct virtq vq;
+	struct virtq vq[VBLK_MAX_QUEUES];
+	unsigned int nq, next_q;	/* queues in use; round-robin cursor */
 	uint64_t capacity;	/* 512-byte sectors */
 	uint32_t blk_size, seg_max, size_max;
 	uint32_t max_discard_sectors, max_discard_seg;
@@ -68,17 +70,25 @@ struct vblk {
 	/* per-slot DMA header and status */
 	struct vblk_slot *slots;
 	unsigned int free_slots[VBLK_MAX_QD], nfree;
-	struct vblk_io *io_of_head[1024];
+	struct vblk_io *io_of_head[VBLK_MAX_QUEUES][256];
 	uint64_t irqs_seen;
 };
 
-/* Opens the index-th virtio-blk device; msix selects completion by MSI-X
- * interrupt (else the used ring is polled with interrupts suppressed).
- * Prints a line describing the device. 0 or -1. */
-int vblk_open(struct vblk *b, unsigned int index, bool msix);
-/* Queues io (not yet notified: vblk_kick). -1 when the queue is full. */
+/* Opens the index-th virtio-blk device with nq request queues (capped by
+ * the device's num_queues); msix selects completion by MSI-X interrupt, one
+ * vector per queue (else the used rings are polled with interrupts
+ * suppressed). Prints a line describing the device. 0 or -1. */
+int vblk_open(struct vblk *b, unsigned int index, bool msix, unsigned int nq);
+/* Queues io on the next queue, round-robin (not yet notified: vblk_kick).
+ * -1 when that queue is full. */
 int vblk_submit(struct vblk *b, struct vblk_io *io);
 void vblk_kick(struct vblk *b);
+/* Descriptors of the smallest queue: bounds the requests in flight. */
+unsigned int vblk_min_queue_size(const struct vblk *b);
+/* Kicks, notifies skipped thanks to EVENT_IDX, and time spent in notifies,
+ * summed over the queues. */
+void vblk_kick_stats(const struct vblk *b, uint64_t *kicks, uint64_t *skipped,
+		     uint64_t *ticks);
 /* A completed request, or NULL. */
 struct vblk_io *vblk_reap(struct vblk *b);
 /* Waits (polling or MSI-X) until at least one request completed, with a

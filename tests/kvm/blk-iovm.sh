@@ -3,8 +3,8 @@
 # request type with data checks, error statuses, random writes then verified
 # reads at 4k/16k/64k and QD 1/32; then the host file is checked for the
 # pattern the probe reports. Polling with cache=none on 1 vCPU; MSI-X with
-# cache=writeback and indirect descriptors on 2 vCPUs (one queue each by
-# default); polling without EVENT_IDX on a smaller region.
+# cache=writeback, indirect descriptors and requests spread over both queues
+# of a 2-vCPU VM; polling without EVENT_IDX on a smaller region.
 # Usage: blk-iovm.sh IOVM PROBE_ELF BLK_CHECK
 set -u
 . "$(dirname "$0")/probe-lib.sh"
@@ -15,7 +15,7 @@ disk=$scratch/disk.img
 fallocate -l 32M "$disk" || die "cannot create $disk"
 
 n=0
-for cfg in "1 none mode=poll" "2 writeback mode=msix indirect=1" \
+for cfg in "1 none mode=poll" "2 writeback mode=msix indirect=1 queues=2" \
 	"1 none mode=poll event_idx=0 region=4M"; do
 	set -- $cfg
 	cpus=$1 cache=$2
