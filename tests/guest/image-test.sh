@@ -60,9 +60,15 @@ EOS
 	-- -drive "file=$tmp/disk.img,if=virtio,format=raw"
 check "modules, tools and fio in the guest" 0 $?
 
-# 2. A non-zero status comes back as is.
-"$tcg" -g "$guest" -t 240 -c 'echo in guest; exit 37'
-check "non-zero exit status" 37 $?
+# 2. A non-zero status comes back as is; a command too long for the kernel
+# command line still gets in (as a file); user networking gets a DHCP lease.
+pad=$(head -c 1500 /dev/zero | tr '\0' x)
+"$tcg" -g "$guest" -t 240 -n -c "pad=$pad
+[ \${#pad} = 1500 ] || exit 1
+ip -4 addr show eth0 | grep -q 'inet 10\.0\.2\.15/' || exit 2
+ip -4 route | grep -q '^default via 10\.0\.2\.2 ' || exit 3
+exit 37"
+check "non-zero exit status, long command, DHCP on eth0" 37 $?
 
 # 3. QEMU failing to start is not mistaken for a guest status.
 "$tcg" -g "$guest" -t 60 -c 'exit 0' -- -no-such-option 2>/dev/null
