@@ -190,7 +190,7 @@ static struct vscsi_req *req_get(struct vscsi_queue *q)
 	size_t sz = sizeof(struct vscsi_req) + 2 * REQ_MAX_IOV * sizeof(struct iovec);
 	struct vscsi_req *r;
 
-	if (q->inflight >= q->pool_size)
+	if (q->inflight >= q->pool_size || !virtq_avail_count(q->vq))
 		return NULL;
 	r = malloc(sz);
 	if (!r)
