@@ -6,9 +6,12 @@
 # jobs with io_uring straight on the file). Prints per job IOPS, bandwidth,
 # mean/p99 latency, host CPU time of the VMM process per I/O (excluding the
 # time its vCPUs run guest code), and the ratios iovm/QEMU and iovm/floor.
+# The LSI rows run the same jobs (plus a 16k sequential pair) through the
+# probe's sym53c8xx-style driver on iovm's LSI 53C895A (--disk ...,if=lsi)
+# and on QEMU's lsi53c895a + scsi-hd (cache=none, aio=io_uring).
 #
 # Usage: bench/blk.sh [--secs N] [--region SIZE] [--file PATH] [--mode poll|msix]
-#                     [--only floor,iovm,qemu] [--rounds N]
+#                     [--only floor,iovm,qemu,iovm-lsi,qemu-lsi] [--rounds N]
 # --rounds N repeats floor, iovm and QEMU N times, interleaved, and reports
 # the median of each figure (the host may be shared and noisy).
 # Needs a build (build/iovm, build/guest/probe/probe.elf, build/bench/blk-floor;
@@ -22,7 +25,7 @@ secs=3
 region=$((256 << 20))
 file=$build/bench-blk.img
 mode=poll
-only=floor,iovm,qemu
+only=floor,iovm,qemu,iovm-lsi,qemu-lsi
 rounds=1
 
 usage() { sed -n '2,17s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
@@ -151,6 +154,29 @@ case ,$only, in *,qemu,*)
 	fi
 	;;
 esac
+lsi_append="bench=lsi secs=$secs region=$region region_off=$offset"
+case ,$only, in *,iovm-lsi,*)
+	echo "== iovm LSI 53C895A"
+	run_vmm iovm-lsi "$iovm" run --kernel "$probe" --memory "$mem" \
+		--disk "path=$file,if=lsi,cache=none" --append "$lsi_append" || failed=1
+	grep '^job=' "$tmp/iovm-lsi.log"
+	rm -f "$tmp/iovm-lsi.log"
+	;;
+esac
+case ,$only, in *,qemu-lsi,*)
+	echo "== QEMU lsi53c895a"
+	if [ -n "$qemu" ]; then
+		run_vmm qemu-lsi "$qemu" -enable-kvm -bios /usr/share/qemu/qboot.rom \
+			-nographic -no-reboot -m "$mem" -kernel "$probe" -append "$lsi_append" \
+			-device isa-debug-exit,iobase=0xf4,iosize=1 \
+			-device lsi53c895a,id=scsi0 \
+			-drive "file=$file,if=none,id=d0,format=raw,cache=none,aio=io_uring" \
+			-device scsi-hd,drive=d0,bus=scsi0.0,scsi-id=0 || failed=1
+		grep '^job=' "$tmp/qemu-lsi.log"
+		rm -f "$tmp/qemu-lsi.log"
+	fi
+	;;
+esac
 done
 
 echo
@@ -188,18 +214,26 @@ END {
 		p99[k] = sprintf("%.1f", med(v_p99, k, cnt[k]))
 		cpu[k] = v_cpu[k, 1] == "" ? "" : sprintf("%.2f", med(v_cpu, k, cnt[k]))
 	}
-	printf "%-18s %-6s %9s %9s %11s %11s %11s\n", "job", "who", "iops", "MB/s", "mean_us", "p99_us", "cpu_us/io"
+	printf "%-18s %-8s %9s %9s %11s %11s %11s\n", "job", "who", "iops", "MB/s", "mean_us", "p99_us", "cpu_us/io"
 	for (i = 1; i <= njobs; i++) {
 		j = order[i]
-		split("floor iovm qemu", w, " ")
-		for (k = 1; k <= 3; k++)
+		split("floor iovm qemu iovm-lsi qemu-lsi", w, " ")
+		for (k = 1; k <= 5; k++)
 			if ((w[k], j) in iops)
-				printf "%-18s %-6s %9s %9s %11s %11s %11s\n", j, w[k], iops[w[k], j], bw[w[k], j], mean[w[k], j], p99[w[k], j], v(cpu[w[k], j])
+				printf "%-18s %-8s %9s %9s %11s %11s %11s\n", j, w[k], iops[w[k], j], bw[w[k], j], mean[w[k], j], p99[w[k], j], v(cpu[w[k], j])
 	}
 	printf "\n%-18s %12s %12s %14s %14s\n", "job", "iops iovm/qemu", "iops iovm/floor", "cpu/io iovm/qemu", "p99 iovm/qemu"
 	for (i = 1; i <= njobs; i++) {
 		j = order[i]
 		printf "%-18s %12s %12s %14s %14s\n", j, r(iops["iovm", j], iops["qemu", j]), r(iops["iovm", j], iops["floor", j]), r(cpu["iovm", j], cpu["qemu", j]), r(p99["iovm", j], p99["qemu", j])
+	}
+	if (("iovm-lsi", "seqread-64k-qd16") in iops) {
+		printf "\n%-18s %16s %18s %16s\n", "job", "LSI iops iovm/qemu", "LSI cpu/io iovm/qemu", "iovm LSI/virtio"
+		for (i = 1; i <= njobs; i++) {
+			j = order[i]
+			printf "%-18s %16s %18s %16s\n", j, r(iops["iovm-lsi", j], iops["qemu-lsi", j]), r(cpu["iovm-lsi", j], cpu["qemu-lsi", j]), r(iops["iovm-lsi", j], iops["iovm", j])
+		}
+		printf "LSI write/read: iovm 64k %s 16k %s, qemu 64k %s 16k %s\n", r(iops["iovm-lsi", "seqwrite-64k-qd16"], iops["iovm-lsi", "seqread-64k-qd16"]), r(iops["iovm-lsi", "seqwrite-16k-qd16"], iops["iovm-lsi", "seqread-16k-qd16"]), r(iops["qemu-lsi", "seqwrite-64k-qd16"], iops["qemu-lsi", "seqread-64k-qd16"]), r(iops["qemu-lsi", "seqwrite-16k-qd16"], iops["qemu-lsi", "seqread-16k-qd16"])
 	}
 }' "$tmp/results"
 exit $failed

@@ -6,8 +6,9 @@
  *              disconnected and been reselected by its tag (iovm's HBA);
  *              a selection timeout for target lsi_absent=N (5), seen on
  *              INTA# through the IOAPIC with intx=1
- *   bench=lsi  sequential write then read at 64k and 16k, qd in flight,
- *              verified: job=NAME iops=.. bw_mbs=.. lat_mean_us=.. ...
+ *   bench=lsi  bench=blk's jobs (4k random read QD1/QD32, 4k random write
+ *              QD32, 64k sequential read/write QD16) and 16k sequential
+ *              read/write QD16, reads verified: job=NAME iops=.. ...
  * Options: lsi_target=N (0), lsi_target2=N (a second disk to check),
  * qd=N (16), secs=N (bench, per job), region=BYTES, region_off=BYTES,
  * seed=N, io_timeout_ms=N. */
@@ -291,17 +292,41 @@ PROBE_TEST(lsi, "lsi", test_lsi,
 struct lsi_job {
 	const char *name;
 	bool write;
+	bool random;
 	uint32_t bs;
+	unsigned int qd;
 };
 
+static uint64_t rng_next(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+/* Disk offset of the next I/O: sequential (wrapping) or random. */
+static uint64_t job_off(const struct lsi_job *j, uint64_t off0,
+			uint64_t region, uint64_t *next, uint64_t *rng)
+{
+	uint64_t o;
+
+	if (j->random)
+		o = (rng_next(rng) % (region / j->bs)) * j->bs;
+	else
+		o = *next % region;
+	*next += j->bs;
+	return off0 + o;
+}
+
 static void job_run(const struct lsi_job *j, unsigned int target,
-		    unsigned int qd, uint64_t off0, uint64_t region,
+		    uint64_t off0, uint64_t region,
 		    uint64_t secs, uint64_t seed, uint8_t **bufs,
 		    struct lat_stats *lat, bool one_pass)
 {
 	uint64_t start[LSI_NTAGS], lba_off[LSI_NTAGS];
-	uint64_t next = 0, ios = 0, t0, end;
-	unsigned int nseg = j->bs / 4096, inflight = 0;
+	uint64_t next = 0, ios = 0, t0, end, rng = seed * 2654435761u + 1;
+	unsigned int nseg = j->bs / 4096, inflight = 0, qd = j->qd;
 
 	lat->n = lat->count = lat->sum = 0;
 	t0 = rdtsc();
@@ -312,9 +337,8 @@ static void job_run(const struct lsi_job *j, unsigned int target,
 		void *seg[LSI_MAX_SG];
 		uint32_t len[LSI_MAX_SG];
 		uint8_t cdb[10];
-		uint64_t off = off0 + next % region;
+		uint64_t off = job_off(j, off0, region, &next, &rng);
 
-		next += j->bs;
 		for (unsigned int i = 0; i < nseg; i++) {
 			seg[i] = bufs[tag] + i * 4096;
 			len[i] = 4096;
@@ -353,9 +377,9 @@ static void job_run(const struct lsi_job *j, unsigned int target,
 				void *seg[LSI_MAX_SG];
 				uint32_t len[LSI_MAX_SG];
 				uint8_t cdb[10];
-				uint64_t off = off0 + next % region;
+				uint64_t off = job_off(j, off0, region, &next,
+						       &rng);
 
-				next += j->bs;
 				for (unsigned int i = 0; i < nseg; i++) {
 					seg[i] = bufs[t] + i * 4096;
 					len[i] = 4096;
@@ -396,14 +420,18 @@ static void job_run(const struct lsi_job *j, unsigned int target,
 
 static void bench_lsi(void)
 {
+	/* bench=blk's jobs, then the 16k sequential pair */
 	static const struct lsi_job jobs[] = {
-		{ "seqwrite-64k", true, 65536 },
-		{ "seqread-64k", false, 65536 },
-		{ "seqwrite-16k", true, 16384 },
-		{ "seqread-16k", false, 16384 },
+		{ "randread-4k-qd1", false, true, 4096, 1 },
+		{ "randread-4k-qd32", false, true, 4096, 32 },
+		{ "randwrite-4k-qd32", true, true, 4096, 32 },
+		{ "seqread-64k-qd16", false, false, 65536, 16 },
+		{ "seqwrite-64k-qd16", true, false, 65536, 16 },
+		{ "seqread-16k-qd16", false, false, 16384, 16 },
+		{ "seqwrite-16k-qd16", true, false, 16384, 16 },
 	};
 	unsigned int target = opt_u64("lsi_target", 0);
-	unsigned int qd = opt_u64("qd", 16);
+	unsigned int qd = 32;
 	uint64_t off = opt_u64("region_off", 1 << 20);
 	uint64_t region = opt_u64("region", 64 << 20);
 	uint64_t secs = opt_u64("secs", 3);
@@ -412,8 +440,6 @@ static void bench_lsi(void)
 	struct lat_stats lat;
 	uint8_t *bufs[LSI_NTAGS];
 
-	if (qd == 0 || qd > LSI_NTAGS)
-		probe_fail("qd must be 1..%u", LSI_NTAGS);
 	if (region % 65536 || off % 65536 || !region)
 		probe_fail("region and region_off must be multiples of 64k");
 	for (unsigned int i = 0; i < qd; i++)
@@ -426,17 +452,17 @@ static void bench_lsi(void)
 		probe_fail("lsi: disk smaller than region_off + region");
 	/* the reads check what the writes left: cover the region once */
 	{
-		static const struct lsi_job fill = { "prefill", true, 65536 };
+		static const struct lsi_job fill = { "prefill", true, false,
+						     65536, 16 };
 
-		job_run(&fill, target, qd, off, region, 0, seed, bufs, &lat,
-			true);
+		job_run(&fill, target, off, region, 0, seed, bufs, &lat, true);
 	}
-	pr("probe: bench region offset=%lu len=%lu secs=%lu qd=%u\n", off,
-	   region, secs, qd);
+	pr("probe: bench region offset=%lu len=%lu secs=%lu\n", off, region,
+	   secs);
 	for (unsigned int i = 0; i < sizeof(jobs) / sizeof(jobs[0]); i++)
-		job_run(&jobs[i], target, qd, off, region, secs, seed, bufs,
-			&lat, false);
+		job_run(&jobs[i], target, off, region, secs, seed, bufs, &lat,
+			false);
 }
 
 PROBE_TEST(bench_lsi, "bench-lsi", bench_lsi,
-	   "LSI 53C895A: sequential 64k/16k writes and reads, qd in flight");
+	   "LSI 53C895A: bench=blk's jobs plus 16k sequential, verified");
