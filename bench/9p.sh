@@ -8,7 +8,9 @@
 # then a metadata job (walk, lcreate, getattr, clunk, unlinkat per file).
 #
 # Usage: bench/9p.sh [--size SIZE] [--msizes LIST] [--qd N] [--files N]
-#                    [--dir DIR] [--only floor,iovm,qemu]
+#                    [--dir DIR] [--only floor,iovm,qemu] [--rounds N]
+# --rounds N repeats everything N times, interleaved, and reports medians
+# (the host may be shared and noisy).
 # Defaults: --size 1G --msizes 8192,131072,512000,4194304 --qd 4
 # --files 10000 --dir build/bench-9p. Needs a build (build/iovm,
 # build/guest/probe/probe.elf, build/bench/p9-floor; BUILD=dir for another)
@@ -23,8 +25,9 @@ qd=4
 files=10000
 dir=$build/bench-9p
 only=floor,iovm,qemu
+rounds=1
 
-usage() { sed -n '2,16s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
+usage() { sed -n '2,18s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do
 	case $1 in
 	--size) size=$2; shift 2 ;;
@@ -33,6 +36,7 @@ while [ $# -gt 0 ]; do
 	--files) files=$2; shift 2 ;;
 	--dir) dir=$2; shift 2 ;;
 	--only) only=$2; shift 2 ;;
+	--rounds) rounds=$2; shift 2 ;;
 	-h | --help) usage 0 ;;
 	*) echo "9p.sh: unknown option '$1' (--help)" >&2; exit 2 ;;
 	esac
@@ -77,7 +81,9 @@ run() {
 	sed -n "s/^job=/$name asked=$m got=$got job=/p" "$tmp/log" | tee -a "$tmp/results"
 }
 
-echo "9p.sh: size=$bytes qd=$qd files=$files dir=$dir host=$(nproc) CPUs, $(uname -r), $(date -u +%FT%TZ)"
+echo "9p.sh: size=$bytes qd=$qd files=$files rounds=$rounds dir=$dir host=$(nproc) CPUs, $(uname -r), $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
+for round in $(seq "$rounds"); do
+[ "$rounds" = 1 ] || echo "== round $round"
 for m in ${msizes//,/ }; do
 	append="bench=9p msize=$m size=$bytes qd=$qd files=$files"
 	case ,$only, in *,floor,*)
@@ -101,6 +107,7 @@ for m in ${msizes//,/ }; do
 		;;
 	esac
 done
+done
 
 echo
 awk '
@@ -114,12 +121,21 @@ function get(line, key,   n, i, kv) {
 {
 	who = $1; m = get($0, "asked"); job = get($0, "job")
 	v = job == "metadata" ? get($0, "ops_s") : get($0, "bw_mbs")
-	val[who, m, job] = v; got[who, m] = get($0, "got")
+	k = who SUBSEP m SUBSEP job
+	vals[k, ++cnt[k]] = v; got[who, m] = get($0, "got")
 	if (!(m in seenm)) { seenm[m] = 1; ms[++nm] = m }
+}
+# median of vals[k, 1..n] (mawk has no asort)
+function med(k, n,   i, j, t, s) {
+	for (i = 1; i <= n; i++) s[i] = vals[k, i] + 0
+	for (i = 2; i <= n; i++)
+		for (j = i; j > 1 && s[j - 1] > s[j]; j--) { t = s[j]; s[j] = s[j - 1]; s[j - 1] = t }
+	return n % 2 ? s[(n + 1) / 2] : (s[n / 2] + s[n / 2 + 1]) / 2
 }
 function r(a, b) { return (a != "" && b != "" && b + 0 > 0) ? sprintf("%.2f", a / b) : "-" }
 function d(x) { return x == "" ? "-" : x }
 END {
+	for (k in cnt) { split(k, p, SUBSEP); val[p[1], p[2], p[3]] = sprintf("%.0f", med(k, cnt[k])) }
 	printf "%-8s %-9s %9s %9s %9s %9s %11s %11s\n", "msize", "job", "iovm", "qemu", "host", "iovm/qemu", "iovm/host", "qemu_msize"
 	for (i = 1; i <= nm; i++) {
 		m = ms[i]
@@ -129,5 +145,5 @@ END {
 			printf "%-8s %-9s %9s %9s %9s %9s %11s %11s\n", m, jb, d(val["iovm", m, jb]), d(val["qemu", m, jb]), d(val["host", m, jb]), r(val["iovm", m, jb], val["qemu", m, jb]), r(val["iovm", m, jb], val["host", m, jb]), d(got["qemu", m])
 		}
 	}
-	print "(seqwrite/seqread in MB/s, metadata in 9P requests/s (host: syscalls/s); qemu_msize: what QEMU negotiated)"
+	print "(medians; seqwrite/seqread in MB/s, metadata in 9P requests/s (host: syscalls/s); qemu_msize: what QEMU negotiated)"
 }' "$tmp/results"
