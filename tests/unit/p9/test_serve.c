@@ -1,0 +1,313 @@
+/* `iovm 9p-serve` over a real UNIX socket: framing, many requests in flight
+ * on one connection (replies matched by tag), a large read, two sessions
+ * at once, a client that breaks the framing, and the command line.
+ * Usage: test-p9-serve IOVM_BINARY */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "p9/proto.h"
+
+static const char *iovm;
+static char dir[64], sock[128];
+static pid_t server;
+
+static struct p9_str S(const char *s)
+{
+	return (struct p9_str){ strlen(s), s };
+}
+
+static int run_quiet(char *const argv[])
+{
+	pid_t pid = fork();
+	int st;
+
+	if (!pid) {
+		int null = open("/dev/null", O_WRONLY);
+
+		dup2(null, 1);
+		dup2(null, 2);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int setup(void **state)
+{
+	char share[96], listen[160], p[128];
+	int fd;
+
+	strcpy(dir, "/tmp/p9serve.XXXXXX");
+	if (!mkdtemp(dir))
+		return -1;
+	snprintf(share, sizeof(share), "path=%s/share,msize=1M", dir);
+	snprintf(p, sizeof(p), "%s/share", dir);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/share/big", dir);
+	fd = open(p, O_CREAT | O_WRONLY, 0644);
+	for (int i = 0; i < 4096; i++) {
+		char blk[1024];
+
+		memset(blk, i & 0xff, sizeof(blk));
+		if (write(fd, blk, sizeof(blk)) != sizeof(blk))
+			return -1;
+	}
+	close(fd);
+	snprintf(sock, sizeof(sock), "%s/9p.sock", dir);
+	snprintf(listen, sizeof(listen), "unix:%s", sock);
+	server = fork();
+	if (!server) {
+		int null = open("/dev/null", O_WRONLY);
+
+		dup2(null, 1);
+		execl(iovm, iovm, "9p-serve", "--share", share, "--listen", listen,
+		      "--quiet", (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 100; i++) {
+		struct stat st;
+
+		if (!stat(sock, &st))
+			return 0;
+		usleep(20000);
+	}
+	return -1;
+}
+
+static int teardown(void **state)
+{
+	char cmd[128];
+
+	kill(server, SIGTERM);
+	waitpid(server, NULL, 0);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	return system(cmd) ? -1 : 0;
+}
+
+static int connect_sock(void)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	strcpy(sun.sun_path, sock);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sun, sizeof(sun)), 0);
+	return fd;
+}
+
+static void send_msg(int fd, struct p9_msg *m)
+{
+	uint8_t buf[512];
+	int len = p9_encode(m, buf, sizeof(buf));
+
+	assert_true(len > 0);
+	assert_int_equal(write(fd, buf, len), len);
+}
+
+static int read_full(int fd, void *buf, size_t len)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = read(fd, p, len);
+
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/* Reads one reply into buf (at most cap bytes); returns its length. */
+static size_t recv_msg(int fd, uint8_t *buf, size_t cap)
+{
+	uint32_t size;
+
+	assert_int_equal(read_full(fd, buf, 4), 0);
+	size = p9_get32(buf);
+	assert_true(size >= P9_HDRSZ && size <= cap);
+	assert_int_equal(read_full(fd, buf + 4, size - 4), 0);
+	return size;
+}
+
+static void rpc(int fd, struct p9_msg *t, struct p9_msg *r, uint8_t *buf,
+		size_t cap)
+{
+	size_t len;
+
+	send_msg(fd, t);
+	len = recv_msg(fd, buf, cap);
+	assert_int_equal(p9_decode(buf, len, false, r), 0);
+	assert_int_equal(r->tag, t->tag);
+}
+
+static void mount_conn(int fd, uint8_t *buf, size_t cap)
+{
+	struct p9_msg t = { .type = P9_TVERSION, .tag = P9_NOTAG }, r;
+
+	t.u.version.msize = 8u << 20;
+	t.u.version.version = S(P9_VERSION_L);
+	rpc(fd, &t, &r, buf, cap);
+	assert_int_equal(r.type, P9_RVERSION);
+	assert_int_equal(r.u.version.msize, 1u << 20);	/* the share's cap */
+	t = (struct p9_msg){ .type = P9_TATTACH, .tag = 1 };
+	t.u.tattach.fid = 0;
+	t.u.tattach.afid = P9_NOFID;
+	t.u.tattach.uname = S("u");
+	t.u.tattach.aname = S("");
+	rpc(fd, &t, &r, buf, cap);
+	assert_int_equal(r.type, P9_RATTACH);
+}
+
+static void test_pipelined(void **state)
+{
+	static uint8_t buf[(1u << 20) + 64];
+	int fd = connect_sock(), fd2 = connect_sock();
+	bool seen[64] = { false };
+	struct p9_msg t, r;
+
+	mount_conn(fd, buf, sizeof(buf));
+	mount_conn(fd2, buf, sizeof(buf));
+	/* open "big" on fid 1 */
+	t = (struct p9_msg){ .type = P9_TWALK, .tag = 2 };
+	t.u.twalk.fid = 0;
+	t.u.twalk.newfid = 1;
+	t.u.twalk.nwname = 1;
+	t.u.twalk.wname[0] = S("big");
+	rpc(fd, &t, &r, buf, sizeof(buf));
+	assert_int_equal(r.type, P9_RWALK);
+	t = (struct p9_msg){ .type = P9_TLOPEN, .tag = 3 };
+	t.u.tlopen.fid = 1;
+	rpc(fd, &t, &r, buf, sizeof(buf));
+	assert_int_equal(r.type, P9_RLOPEN);
+	/* 48 requests in flight: full-size reads and getattrs, interleaved */
+	for (int i = 0; i < 48; i++) {
+		t = (struct p9_msg){ .tag = 100 + i };
+		if (i % 3 == 0) {
+			t.type = P9_TREAD;
+			t.u.tread.fid = 1;
+			t.u.tread.offset = (uint64_t)i << 16;
+			t.u.tread.count = (1u << 20) - P9_IOHDRSZ;
+		} else {
+			t.type = P9_TGETATTR;
+			t.u.tgetattr.fid = i % 2 ? 0 : 1;
+			t.u.tgetattr.mask = P9_GETATTR_BASIC;
+		}
+		send_msg(fd, &t);
+	}
+	for (int i = 0; i < 48; i++) {
+		size_t len = recv_msg(fd, buf, sizeof(buf));
+		int k;
+
+		assert_int_equal(p9_decode(buf, len, false, &r), 0);
+		k = r.tag - 100;
+		assert_true(k >= 0 && k < 48 && !seen[k]);
+		seen[k] = true;
+		if (k % 3 == 0) {
+			uint64_t off = (uint64_t)k << 16;
+			uint32_t want = (4u << 20) - off < (1u << 20) - P9_IOHDRSZ ?
+					(4u << 20) - off : (1u << 20) - P9_IOHDRSZ;
+			const uint8_t *d = r.u.rdata.data;
+
+			assert_int_equal(r.type, P9_RREAD);
+			assert_int_equal(r.u.rdata.count, want);
+			assert_int_equal(d[0], (uint8_t)(off >> 10));
+			assert_int_equal(d[want - 1], (uint8_t)((off + want - 1) >> 10));
+		} else {
+			assert_int_equal(r.type, P9_RGETATTR);
+		}
+	}
+	/* the other session is separate: fid 1 does not exist there */
+	t = (struct p9_msg){ .type = P9_TGETATTR, .tag = 5 };
+	t.u.tgetattr.fid = 1;
+	rpc(fd2, &t, &r, buf, sizeof(buf));
+	assert_int_equal(r.type, P9_RLERROR);
+	assert_int_equal(r.u.rlerror.ecode, EBADF);
+	close(fd);
+	close(fd2);
+}
+
+static void test_broken_framing(void **state)
+{
+	static uint8_t buf[4096];
+	uint8_t bad[7] = { 0xff, 0xff, 0xff, 0x7f, P9_TCLUNK, 0, 0 };
+	int fd = connect_sock();
+	struct p9_msg t, r;
+
+	mount_conn(fd, buf, sizeof(buf));
+	/* a size over msize: the server closes this connection */
+	assert_int_equal(write(fd, bad, sizeof(bad)), sizeof(bad));
+	{
+		/* EOF, or a reset since the rest of the message was unread */
+		ssize_t n = read(fd, buf, sizeof(buf));
+
+		assert_true(n == 0 || (n < 0 && errno == ECONNRESET));
+	}
+	close(fd);
+	/* and serves the next one */
+	fd = connect_sock();
+	t = (struct p9_msg){ .type = P9_TVERSION, .tag = P9_NOTAG };
+	t.u.version.msize = 8192;
+	t.u.version.version = S(P9_VERSION_L);
+	rpc(fd, &t, &r, buf, sizeof(buf));
+	assert_int_equal(r.type, P9_RVERSION);
+	/* a bad message inside good framing gets Rlerror and the session
+	 * goes on */
+	t = (struct p9_msg){ .type = P9_TCLUNK, .tag = 9 };
+	t.u.tfid.fid = 77;
+	rpc(fd, &t, &r, buf, sizeof(buf));
+	assert_int_equal(r.type, P9_RLERROR);
+	assert_int_equal(r.u.rlerror.ecode, EBADF);
+	close(fd);
+}
+
+static void test_command_line(void **state)
+{
+	char *help[] = { (char *)iovm, "9p-serve", "--help", NULL };
+	char *none[] = { (char *)iovm, "9p-serve", NULL };
+	char *badl[] = { (char *)iovm, "9p-serve", "--share", "path=/tmp",
+			 "--listen", "udp:1", NULL };
+	char *bads[] = { (char *)iovm, "9p-serve", "--share", "path=/tmp,what",
+			 "--listen", "tcp:0", NULL };
+	char *nodir[] = { (char *)iovm, "9p-serve", "--share",
+			  "path=/nonexistent/x", "--listen", "tcp:0", NULL };
+
+	assert_int_equal(run_quiet(help), 0);
+	assert_int_equal(run_quiet(none), 2);
+	assert_int_equal(run_quiet(badl), 1);
+	assert_int_equal(run_quiet(bads), 2);
+	assert_int_equal(run_quiet(nodir), 1);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_pipelined),
+		cmocka_unit_test(test_broken_framing),
+		cmocka_unit_test(test_command_line),
+	};
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: test-p9-serve IOVM\n");
+		return 2;
+	}
+	iovm = argv[1];
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
