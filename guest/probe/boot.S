@@ -197,6 +197,7 @@ exc_common:
 	.globl irq_stub_\n
 irq_stub_\n:
 	lock incq irq_count + 8 * \n(%rip)
+	lock incq irq_total(%rip)
 	movl $0, LAPIC_EOI_ADDR32	/* via the -1 GiB alias */
 	iretq
 .endm
@@ -280,12 +281,16 @@ sys_mmio_write16:
 	mov %si, (%rdi)
 	iretq
 
-/* Halts until an interrupt has been taken (sti; hlt is atomic). */
+/* rdi = the irq_total value the caller saw: halts unless an interrupt came
+ * since (checked with interrupts off; sti; hlt is atomic, so none is
+ * missed). */
 sys_wait_irq:
+	cmp irq_total(%rip), %rdi
+	jne 1f
 	sti
 	hlt
 	cli
-	xor %eax, %eax
+1:	xor %eax, %eax
 	iretq
 
 /* ------------------------------------------------------ AP trampoline */
@@ -379,9 +384,11 @@ idt:
 	.globl tss_area
 tss_area:
 	.fill MAX_CPUS * TSS_STRIDE, 1, 0
-	.globl irq_count
+	.globl irq_count, irq_total
 irq_count:
 	.fill 16, 8, 0
+irq_total:
+	.quad 0
 	.align 4096
 	.fill BSP_STACK_SIZE, 1, 0
 bsp_stack_top:

@@ -6,7 +6,7 @@
  *   test=blk-flush  writes, FLUSH, prints a marker, waits to be killed
  *   bench=blk       4k randread QD1/QD32, 4k randwrite QD32, 64k seq
  *                   read/write QD16, verified, with IOPS/bw/latency
- * Options: mode=poll|msix, blk_dev=N, queues=N (round-robin), seed=N, region_off=BYTES, strict_ro=1,
+ * Options: mode=poll|msix, wait=spin|hlt (msix), blk_dev=N, queues=N, seed=N, region_off=BYTES, strict_ro=1,
  * region=BYTES, secs=N (bench, per job), io_timeout_ms=N, indirect=1,
  * event_idx=0. */
 #include "blk_job.h"
@@ -29,6 +29,19 @@ static struct vblk *open_blk(void)
 	if (vblk_open(&blk, (unsigned int)opt_u64("blk_dev", 0), msix,
 		      (unsigned int)opt_u64("queues", 1)) < 0)
 		probe_fail("virtio-blk device not usable");
+	{
+		const char *wait = opt_str("wait", "spin");
+
+		if (strcmp(wait, "hlt") && strcmp(wait, "spin"))
+			probe_fail("wait must be spin or hlt, not '%s'", wait);
+		if (!strcmp(wait, "hlt") && !msix)
+			probe_fail("wait=hlt needs mode=msix");
+		vblk_set_hlt(&blk, !strcmp(wait, "hlt"));
+		/* A 100 ms tick so that a halted wait still sees its
+		 * timeout if the device never interrupts. */
+		if (!strcmp(wait, "hlt"))
+			lapic_timer_periodic(IRQ_TIMER, 100000000);
+	}
 	if (blk_job_init(opt_u64("pool", 4 << 20), opt_u64("lat_samples",
 							   1 << 20)) < 0)
 		probe_fail("out of memory for I/O buffers");
@@ -40,8 +53,9 @@ static void report_kicks(struct vblk *b)
 	uint64_t kicks, skipped, ticks;
 
 	vblk_kick_stats(b, &kicks, &skipped, &ticks);
-	pr("probe: blk irqs=%lu kicks=%lu kicks_skipped=%lu kick_mean_ns=%lu\n",
-	   b->irqs_seen, kicks, skipped, kicks ? ticks_to_ns(ticks / kicks) : 0);
+	pr("probe: blk irqs=%lu kicks=%lu kicks_skipped=%lu kick_mean_ns=%lu "
+	   "timer_ticks=%lu\n", b->irqs_seen, kicks, skipped,
+	   kicks ? ticks_to_ns(ticks / kicks) : 0, irq_count[IRQ_TIMER]);
 }
 
 static void *buf_alloc(size_t n)

@@ -221,12 +221,17 @@ struct vblk_io *vblk_wait(struct vblk *b)
 		timeout_ticks = ms_to_ticks(opt_u64("io_timeout_ms", 10000));
 	deadline = rdtsc() + timeout_ticks;
 	for (;;) {
-		uint64_t seen = irqs_total(b), now;
+		uint64_t seen = irqs_total(b), all = irq_total, now;
 
 		io = vblk_reap(b);
 		if (io)
 			return io;
-		if (b->msix) {
+		if (b->msix && b->hlt) {
+			/* Sleeps until any interrupt: the device's, or the
+			 * watchdog tick that lets the timeout below fire. */
+			sys_wait_irq(all);
+			b->irqs_seen += irqs_total(b) - seen;
+		} else if (b->msix) {
 			/* Sleep-free wait: the CPL 0 handler bumps the
 			 * counters; recheck the rings after each interrupt. */
 			while ((now = irqs_total(b)) == seen &&

@@ -66,6 +66,7 @@ struct vblk {
 	uint32_t max_wz_sectors, max_wz_seg;
 	uint16_t num_queues;
 	bool ro, msix, indirect;
+	bool hlt;		/* MSI-X waits halt the CPU instead of spinning */
 	unsigned int inflight;
 	/* per-slot DMA header and status */
 	struct vblk_slot *slots;
@@ -79,6 +80,12 @@ struct vblk {
  * vector per queue (else the used rings are polled with interrupts
  * suppressed). Prints a line describing the device. 0 or -1. */
 int vblk_open(struct vblk *b, unsigned int index, bool msix, unsigned int nq);
+/* In MSI-X mode, wait for completions halted (HLT at CPL 0) rather than
+ * spinning on the interrupt counters. */
+static inline void vblk_set_hlt(struct vblk *b, bool hlt)
+{
+	b->hlt = hlt;
+}
 /* Queues io on the next queue, round-robin (not yet notified: vblk_kick).
  * -1 when that queue is full. */
 int vblk_submit(struct vblk *b, struct vblk_io *io);

@@ -100,6 +100,14 @@ void lapic_enable(void)
 	mmio_write32(lapic_reg(0xF0), 0x100 | SPURIOUS_VEC);
 }
 
+void lapic_timer_periodic(unsigned int irq, uint32_t count)
+{
+	lapic_enable();
+	mmio_write32(lapic_reg(0x3E0), 0xB);		/* divide by 1 */
+	mmio_write32(lapic_reg(0x320), (1u << 17) | (IRQ_VEC_BASE + irq));
+	mmio_write32(lapic_reg(0x380), count);
+}
+
 uint32_t lapic_id(void)
 {
 	uint32_t a, b, c, d;
@@ -144,13 +152,13 @@ uint64_t sys_pio_loop(uint16_t port, uint64_t rounds)
 	return ret;
 }
 
-void sys_wait_irq(void)
+void sys_wait_irq(uint64_t seen)
 {
 	register uint64_t r10 __asm__("r10") = SYSCALL_MAGIC;
 	uint64_t ret;
 
 	__asm__ volatile("ud2"
-			 : "=a"(ret)
+			 : "=a"(ret), "+D"(seen)
 			 : "a"((uint64_t)SYS_WAIT_IRQ), "r"(r10)
 			 : "memory");
 }

@@ -19,11 +19,16 @@ extern const char *cpus_source;	/* "mptable", "madt" or "none" */
 /* Interrupt counters, one per MSI vector IRQ_VEC_BASE + i, bumped by the
  * CPL 0 stub. */
 extern volatile uint64_t irq_count[IRQ_VEC_COUNT];
+extern volatile uint64_t irq_total;	/* all of them */
 
 void idt_init(void);
 void pic_disable(void);
 void lapic_enable(void);
 uint32_t lapic_id(void);
+/* Periodic LAPIC timer on vector IRQ_VEC_BASE + irq (counted in
+ * irq_count[irq]) every count bus cycles (1 ns each under KVM): a watchdog
+ * tick that wakes halted waits. */
+void lapic_timer_periodic(unsigned int irq, uint32_t count);
 /* x86 MSI address for delivering to this CPU's LAPIC. */
 uint64_t msi_address(uint32_t apic_id);
 
@@ -39,7 +44,8 @@ uint64_t sys_pio_loop(uint16_t port, uint64_t rounds);
 void sys_write(const void *buf, size_t len);
 /* A 16-bit MMIO write done at CPL 0. */
 void sys_mmio_write16(volatile void *addr, uint16_t v);
-/* Halts (CPL 0, IF on) until an interrupt has been handled. */
-void sys_wait_irq(void);
+/* Halts (CPL 0, IF on) until an interrupt has been handled, unless
+ * irq_total already differs from seen (read it before checking for work). */
+void sys_wait_irq(uint64_t seen);
 
 #endif

@@ -31,6 +31,8 @@
 /* Interrupt vectors: 16 MSI/MSI-X vectors, spurious. */
 #define IRQ_VEC_BASE 0x40
 #define IRQ_VEC_COUNT 16
+/* irq_count[] slot of the watchdog LAPIC timer (drivers use the others). */
+#define IRQ_TIMER 15
 #define SPURIOUS_VEC 0xFF
 
 /* Syscalls: ud2 with r10d = SYSCALL_MAGIC, rax = number (see boot.S). */
