@@ -6,12 +6,16 @@
 # jobs with io_uring straight on the file). Prints per job IOPS, bandwidth,
 # mean/p99 latency, host CPU time of the VMM process per I/O (excluding the
 # time its vCPUs run guest code), and the ratios iovm/QEMU and iovm/floor.
+# The virtio-scsi rows run the same jobs (plus a 16k sequential pair) over
+# iovm's virtio-scsi (--disk ...,if=virtio-scsi) and QEMU's virtio-scsi-pci
+# with an iothread + scsi-hd (cache=none, aio=io_uring).
 # The LSI rows run the same jobs (plus a 16k sequential pair) through the
 # probe's sym53c8xx-style driver on iovm's LSI 53C895A (--disk ...,if=lsi)
 # and on QEMU's lsi53c895a + scsi-hd (cache=none, aio=io_uring).
 #
 # Usage: bench/blk.sh [--secs N] [--region SIZE] [--file PATH] [--mode poll|msix]
-#                     [--only floor,iovm,qemu,iovm-lsi,qemu-lsi] [--rounds N]
+#                     [--only floor,iovm,qemu,iovm-scsi,qemu-scsi,iovm-lsi,qemu-lsi]
+#                      [--rounds N]
 # --rounds N repeats floor, iovm and QEMU N times, interleaved, and reports
 # the median of each figure (the host may be shared and noisy).
 # Needs a build (build/iovm, build/guest/probe/probe.elf, build/bench/blk-floor;
@@ -25,7 +29,7 @@ secs=3
 region=$((256 << 20))
 file=$build/bench-blk.img
 mode=poll
-only=floor,iovm,qemu,iovm-lsi,qemu-lsi
+only=floor,iovm,qemu,iovm-scsi,qemu-scsi,iovm-lsi,qemu-lsi
 rounds=1
 
 usage() { sed -n '2,17s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
@@ -154,6 +158,31 @@ case ,$only, in *,qemu,*)
 	fi
 	;;
 esac
+scsi_append="bench=vscsi secs=$secs region=$region region_off=$offset mode=$mode"
+case ,$only, in *,iovm-scsi,*)
+	echo "== iovm virtio-scsi"
+	run_vmm iovm-scsi "$iovm" run --kernel "$probe" --memory "$mem" \
+		--disk "path=$file,if=virtio-scsi,cache=none" --append "$scsi_append" ||
+		failed=1
+	grep '^job=' "$tmp/iovm-scsi.log"
+	rm -f "$tmp/iovm-scsi.log"
+	;;
+esac
+case ,$only, in *,qemu-scsi,*)
+	echo "== QEMU virtio-scsi"
+	if [ -n "$qemu" ]; then
+		run_vmm qemu-scsi "$qemu" -enable-kvm -bios /usr/share/qemu/qboot.rom \
+			-nographic -no-reboot -m "$mem" -kernel "$probe" -append "$scsi_append" \
+			-device isa-debug-exit,iobase=0xf4,iosize=1 \
+			-object iothread,id=io1 \
+			-drive "file=$file,if=none,id=d0,format=raw,cache=none,aio=io_uring" \
+			-device virtio-scsi-pci,iothread=io1,disable-legacy=on \
+			-device scsi-hd,drive=d0 || failed=1
+		grep '^job=' "$tmp/qemu-scsi.log"
+		rm -f "$tmp/qemu-scsi.log"
+	fi
+	;;
+esac
 lsi_append="bench=lsi secs=$secs region=$region region_off=$offset"
 case ,$only, in *,iovm-lsi,*)
 	echo "== iovm LSI 53C895A"
@@ -214,18 +243,26 @@ END {
 		p99[k] = sprintf("%.1f", med(v_p99, k, cnt[k]))
 		cpu[k] = v_cpu[k, 1] == "" ? "" : sprintf("%.2f", med(v_cpu, k, cnt[k]))
 	}
-	printf "%-18s %-8s %9s %9s %11s %11s %11s\n", "job", "who", "iops", "MB/s", "mean_us", "p99_us", "cpu_us/io"
+	printf "%-18s %-9s %9s %9s %11s %11s %11s\n", "job", "who", "iops", "MB/s", "mean_us", "p99_us", "cpu_us/io"
 	for (i = 1; i <= njobs; i++) {
 		j = order[i]
-		split("floor iovm qemu iovm-lsi qemu-lsi", w, " ")
-		for (k = 1; k <= 5; k++)
+		split("floor iovm qemu iovm-scsi qemu-scsi iovm-lsi qemu-lsi", w, " ")
+		for (k = 1; k <= 7; k++)
 			if ((w[k], j) in iops)
-				printf "%-18s %-8s %9s %9s %11s %11s %11s\n", j, w[k], iops[w[k], j], bw[w[k], j], mean[w[k], j], p99[w[k], j], v(cpu[w[k], j])
+				printf "%-18s %-9s %9s %9s %11s %11s %11s\n", j, w[k], iops[w[k], j], bw[w[k], j], mean[w[k], j], p99[w[k], j], v(cpu[w[k], j])
 	}
 	printf "\n%-18s %12s %12s %14s %14s\n", "job", "iops iovm/qemu", "iops iovm/floor", "cpu/io iovm/qemu", "p99 iovm/qemu"
 	for (i = 1; i <= njobs; i++) {
 		j = order[i]
 		printf "%-18s %12s %12s %14s %14s\n", j, r(iops["iovm", j], iops["qemu", j]), r(iops["iovm", j], iops["floor", j]), r(cpu["iovm", j], cpu["qemu", j]), r(p99["iovm", j], p99["qemu", j])
+	}
+	if (("iovm-scsi", "seqread-64k-qd16") in iops || ("qemu-scsi", "seqread-64k-qd16") in iops) {
+		printf "\n%-18s %17s %17s %15s %15s\n", "job", "scsi iops iovm/qemu", "scsi cpu/io i/q", "iovm scsi/blk", "qemu scsi/blk"
+		for (i = 1; i <= njobs; i++) {
+			j = order[i]
+			printf "%-18s %17s %17s %15s %15s\n", j, r(iops["iovm-scsi", j], iops["qemu-scsi", j]), r(cpu["iovm-scsi", j], cpu["qemu-scsi", j]), r(iops["iovm-scsi", j], iops["iovm", j]), r(iops["qemu-scsi", j], iops["qemu", j])
+		}
+		printf "virtio-scsi write/read: iovm 64k %s 16k %s, qemu 64k %s 16k %s\n", r(iops["iovm-scsi", "seqwrite-64k-qd16"], iops["iovm-scsi", "seqread-64k-qd16"]), r(iops["iovm-scsi", "seqwrite-16k-qd16"], iops["iovm-scsi", "seqread-16k-qd16"]), r(iops["qemu-scsi", "seqwrite-64k-qd16"], iops["qemu-scsi", "seqread-64k-qd16"]), r(iops["qemu-scsi", "seqwrite-16k-qd16"], iops["qemu-scsi", "seqread-16k-qd16"])
 	}
 	if (("iovm-lsi", "seqread-64k-qd16") in iops) {
 		printf "\n%-18s %16s %18s %16s\n", "job", "LSI iops iovm/qemu", "LSI cpu/io iovm/qemu", "iovm LSI/virtio"
