@@ -15,7 +15,7 @@
 #
 # Usage: bench/blk.sh [--secs N] [--region SIZE] [--file PATH] [--mode poll|msix]
 #                     [--only floor,iovm,qemu,iovm-scsi,qemu-scsi,iovm-lsi,qemu-lsi]
-#                      [--rounds N]
+#                     [--rounds N]
 # --rounds N repeats floor, iovm and QEMU N times, interleaved, and reports
 # the median of each figure (the host may be shared and noisy).
 # Needs a build (build/iovm, build/guest/probe/probe.elf, build/bench/blk-floor;
@@ -32,7 +32,7 @@ mode=poll
 only=floor,iovm,qemu,iovm-scsi,qemu-scsi,iovm-lsi,qemu-lsi
 rounds=1
 
-usage() { sed -n '2,17s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
+usage() { sed -n '2,23s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
 tobytes() {
 	case $1 in
 	*[kK]) echo $((${1%?} << 10)) ;;
