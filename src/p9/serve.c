@@ -52,6 +52,17 @@ struct conn {
 
 static atomic_uint nconns;
 static unsigned int max_conns = 64;
+static char unix_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+
+/* SIGTERM/SIGINT: every reply sent so far is already in the host's files
+ * (pwritev returned before the reply), so stopping needs no draining; the
+ * UNIX socket is removed so the path is free again. */
+static void on_term(int sig)
+{
+	if (unix_path[0])
+		unlink(unix_path);
+	_exit(0);
+}
 
 static int read_full(int fd, void *buf, size_t len)
 {
@@ -336,6 +347,7 @@ static int listen_on(const char *spec, char *desc, size_t desclen)
 			return -EINVAL;
 		}
 		snprintf(desc, desclen, "unix:%s", path);
+		strcpy(unix_path, path);
 		return fd;
 	}
 	if (!strncmp(spec, "tcp:", 4)) {
@@ -448,8 +460,9 @@ static void usage(FILE *f)
 "(served by %d threads), 1 MiB of extended-attribute values; a request past\n"
 "a limit fails with EMFILE or ENOMEM.\n"
 "\n"
-"Exit status: 0 never (runs until killed), 1 on a setup error, 2 on a\n"
-"usage error.\n", SLOTS, WORKERS);
+"Runs until SIGTERM or SIGINT, which end it with status 0 (a UNIX socket\n"
+"is removed). Exit status 1 on a setup error, 2 on a usage error.\n",
+		SLOTS, WORKERS);
 }
 
 static void raise_nofile(void)
@@ -559,6 +572,8 @@ int cmd_9p_serve(int argc, char **argv)
 		return 1;
 	}
 	signal(SIGPIPE, SIG_IGN);
+	signal(SIGTERM, on_term);
+	signal(SIGINT, on_term);
 	printf("listening on %s\n", desc);
 	fflush(stdout);
 	pr_info("9p-serve: serving %s%s on %s (9P has no authentication)",
