@@ -17,6 +17,9 @@
 /* Threads serving one device's requests, so a slow read does not hold up
  * a getattr. */
 #define VIRTIO_9P_THREADS 8
+/* How long the polling thread watches the ring before it sleeps on the
+ * kick eventfd. */
+#define VIRTIO_9P_POLL_NS 50000
 
 /* Opens the share (cfg->tag is the mount tag) and creates the device. On
  * error returns NULL with a one-line message in err. */
