@@ -14,8 +14,10 @@
 # and on QEMU's lsi53c895a + scsi-hd (cache=none, aio=io_uring).
 #
 # Usage: bench/blk.sh [--secs N] [--region SIZE] [--file PATH] [--mode poll|msix]
+#                     [--wait spin|hlt]
 #                     [--only floor,iovm,qemu,iovm-scsi,qemu-scsi,iovm-lsi,qemu-lsi]
 #                     [--rounds N]
+# --mode msix --wait hlt: virtio completions by MSI-X, the vCPU halted between.
 # --rounds N repeats floor, iovm and QEMU N times, interleaved, and reports
 # the median of each figure (the host may be shared and noisy).
 # Needs a build (build/iovm, build/guest/probe/probe.elf, build/bench/blk-floor;
@@ -29,10 +31,11 @@ secs=3
 region=$((256 << 20))
 file=$build/bench-blk.img
 mode=poll
+wait=spin
 only=floor,iovm,qemu,iovm-scsi,qemu-scsi,iovm-lsi,qemu-lsi
 rounds=1
 
-usage() { sed -n '2,23s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
+usage() { sed -n '2,24s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
 tobytes() {
 	case $1 in
 	*[kK]) echo $((${1%?} << 10)) ;;
@@ -48,6 +51,7 @@ while [ $# -gt 0 ]; do
 	--region) region=$(tobytes "$2"); shift 2 ;;
 	--file) file=$2; shift 2 ;;
 	--mode) mode=$2; shift 2 ;;
+	--wait) wait=$2; shift 2 ;;
 	--only) only=$2; shift 2 ;;
 	--rounds) rounds=$2; shift 2 ;;
 	-h | --help) usage 0 ;;
@@ -55,6 +59,8 @@ while [ $# -gt 0 ]; do
 	esac
 done
 case $mode in poll | msix) ;; *) echo "blk.sh: --mode is poll or msix" >&2; exit 2 ;; esac
+case $mode,$wait in poll,spin | msix,spin | msix,hlt) ;;
+*) echo "blk.sh: --wait is spin or hlt (hlt needs --mode msix)" >&2; exit 2 ;; esac
 case $secs in '' | *[!0-9]*) echo "blk.sh: bad --secs" >&2; exit 2 ;; esac
 case $rounds in '' | 0 | *[!0-9]*) echo "blk.sh: bad --rounds" >&2; exit 2 ;; esac
 [ $((region % 65536)) = 0 ] && [ "$region" -gt 0 ] ||
@@ -122,8 +128,8 @@ run_vmm() {
 	fi
 }
 
-append="bench=blk secs=$secs region=$region region_off=$offset mode=$mode"
-echo "blk.sh: file=$file region=$((region >> 20))M secs=$secs mode=$mode rounds=$rounds host=$(nproc) CPUs, $(uname -r)"
+append="bench=blk secs=$secs region=$region region_off=$offset mode=$mode wait=$wait"
+echo "blk.sh: file=$file region=$((region >> 20))M secs=$secs mode=$mode wait=$wait rounds=$rounds host=$(nproc) CPUs, $(uname -r)"
 failed=0
 for round in $(seq "$rounds"); do
 [ "$rounds" = 1 ] || echo "== round $round"
