@@ -1,7 +1,7 @@
 #!/bin/bash
 # The VMM core under KVM with the coretest guest. Usage:
 #   core-guest.sh IOVM COREGUEST CASE
-# CASE: ports, ports-2cpu, crash, reset, poweroff, signal, refuse, highmem (COREGUEST
+# CASE: ports, ports-2cpu, irq, crash, reset, poweroff, signal, refuse, highmem (COREGUEST
 # is then the probe: it prints the memory map it was given).
 set -u
 IOVM=$1 guest=$2 case=$3
@@ -26,6 +26,11 @@ crash)
 	run_vm 30 run --kernel "$guest" --memory 32M --append c
 	expect_rc 2
 	expect_line err 'vCPU 0: KVM_EXIT_SHUTDOWN \(triple fault\).* at RIP 0x[0-9a-f]+ .*code: [0-9a-f ]+$'
+	;;
+irq)
+	run_vm 30 run --kernel "$guest" --memory 32M --append i
+	expect_rc 33
+	expect_line out '^coretest: irq-ok$'
 	;;
 poweroff)
 	run_vm 30 run --kernel "$guest" --memory 32M --append o
