@@ -386,6 +386,9 @@ static unsigned int cdb_size(uint8_t op)
 	return len[op >> 5];
 }
 
+/* A tag (or the one untagged slot) of this I_T_L still in use. An untagged
+ * command beside tagged ones is allowed: sym53c8xx sends its REQUEST SENSE
+ * untagged while other tagged commands are disconnected. */
 static bool tag_overlaps(struct lsi *s, unsigned int target, unsigned int lun,
 			 int tag)
 {
@@ -395,7 +398,7 @@ static bool tag_overlaps(struct lsi *s, unsigned int target, unsigned int lun,
 		if (!c->in_use || c->aborted || c->target != target ||
 		    c->lun != lun)
 			continue;
-		if (c->tag == tag || c->tag < 0 || tag < 0)
+		if (c->tag == tag)
 			return true;
 	}
 	return false;
@@ -887,7 +890,9 @@ static int move_direct(struct lsi *s, struct lsi_cmd *c, uint8_t *p,
 	} else {
 		if (c->niov == LSI_CMD_MAX_IOV) {
 			seg_submit(s, c);
-			return LSI_BUS_WAIT;
+			if (c->seg_busy)
+				return LSI_BUS_WAIT;
+			/* it failed at once: the array is free again */
 		}
 		c->iov[c->niov].iov_base = p;
 		c->iov[c->niov].iov_len = n;

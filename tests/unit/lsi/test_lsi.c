@@ -1041,6 +1041,36 @@ static void test_high_dma(void **state)
 	mem.n = 1;
 }
 
+/* An untagged command (sym53c8xx's REQUEST SENSE) while a tagged one is
+ * disconnected: both run, nothing is aborted. */
+static void test_untagged_beside_tagged(void **state)
+{
+	uint8_t cdb[10];
+	uint8_t tur[6] = { 0 };
+	struct sg sg = { DBUF, 4096 };
+
+	fake_blkq_order(FAKE_HOLD);
+	rw10(cdb, 0x28, 0, 8);
+	make_cmd(5, 0, cdb, 10, LSI_PHASE_DATA_IN, &sg, 1);
+	queue_job(5);
+	kick(true);
+	run();
+	make_cmd(6, 0, tur, 6, -1, NULL, 0);
+	w32(dsa_of(6) + OFF_MSGOUT, 1);	/* IDENTIFY only: untagged */
+	queue_job(6);
+	kick(false);
+	run();
+	assert_int_equal(ndone(), 1);
+	assert_int_equal(r32(DONEQ), dsa_of(6));
+	assert_int_equal(ram[dsa_of(6) + OFF_STATUS_BYTE], 0);
+	assert_int_equal(lsi_cmds_active(hba), 1);
+	fake_blkq_order(FAKE_FIFO);
+	run();
+	expect_idle();
+	assert_int_equal(ndone(), 2);
+	assert_int_equal(ram[dsa_of(5) + OFF_STATUS_BYTE], 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1069,6 +1099,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_overlapped_tag, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_high_dma, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_untagged_beside_tagged,
+						setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
