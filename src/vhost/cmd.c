@@ -160,7 +160,8 @@ static int parse_args(struct vhu_cmd *c, int argc, char **argv)
 	int opt;
 
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "vqh", longopts, NULL)) != -1) {
+	opterr = 0;	/* our own one-line messages below */
+	while ((opt = getopt_long(argc, argv, ":vqh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 's':
 			c->socket = optarg;
@@ -181,8 +182,13 @@ static int parse_args(struct vhu_cmd *c, int argc, char **argv)
 		case 'h':
 			fputs(c->help, stdout);
 			return 1;
+		case ':':
+			fprintf(stderr, "iovm: %s: option '%s' needs a value (see --help)\n",
+				c->name, argv[optind - 1]);
+			return -1;
 		default:
-			fprintf(stderr, "iovm: try iovm %s --help\n", c->name);
+			fprintf(stderr, "iovm: %s: unknown option '%s' (see --help)\n", c->name,
+				argv[optind - 1]);
 			return -1;
 		}
 	}
