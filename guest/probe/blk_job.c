@@ -39,94 +39,96 @@ static uint64_t job_block(struct blk_job *j, uint64_t n, uint64_t seq,
 	return j->random ? rand64(rng) % n : seq % n;
 }
 
-void blk_job_run(struct vblk *b, struct blk_job *j)
+/* Checks the job's geometry and, for a random single pass, builds the
+ * permutation of its blocks. */
+static void job_prepare(struct vblk *b, struct blk_job *j, uint64_t n,
+			uint64_t *rng)
 {
-	uint64_t n = j->len / j->bs, issued = 0, done = 0, rng = j->seed + 1;
-	uint64_t t0, deadline;
-	bool stop = false;
-
 	if (!j->bs || j->len % j->bs || j->off % 512 || j->bs % 512 || !n)
 		probe_fail("job %s: bad geometry", j->name);
-	if (j->qd == 0 || j->qd > VBLK_MAX_QD || j->qd * 3u > vblk_min_queue_size(b) * b->nq ||
+	if (j->qd == 0 || j->qd > VBLK_MAX_QD ||
+	    j->qd * 3u > vblk_min_queue_size(b) * b->nq ||
 	    (uint64_t)j->qd * j->bs > pool_size)
 		probe_fail("job %s: qd %u x bs %u does not fit", j->name,
 			   j->qd, j->bs);
-	if (!j->max_ticks && j->random) {
-		if (n > perm_cap) {
-			perm = dma_alloc(n * 4, 64);
-			if (!perm)
-				probe_fail("job %s: out of memory", j->name);
-			perm_cap = n;
-		}
-		for (uint64_t i = 0; i < n; i++)
-			perm[i] = (uint32_t)i;
-		for (uint64_t i = n - 1; i > 0; i--) {
-			uint64_t k = rand64(&rng) % (i + 1);
-			uint32_t t = perm[i];
+	if (j->max_ticks || !j->random)
+		return;
+	if (n > perm_cap) {
+		perm = dma_alloc(n * 4, 64);
+		if (!perm)
+			probe_fail("job %s: out of memory", j->name);
+		perm_cap = n;
+	}
+	for (uint64_t i = 0; i < n; i++)
+		perm[i] = (uint32_t)i;
+	for (uint64_t i = n - 1; i > 0; i--) {
+		uint64_t k = rand64(rng) % (i + 1);
+		uint32_t t = perm[i];
 
-			perm[i] = perm[k];
-			perm[k] = t;
-		}
+		perm[i] = perm[k];
+		perm[k] = t;
+	}
+}
+
+static void job_submit(struct vblk *b, struct blk_job *j, struct vblk_io *io,
+		       uint64_t blk)
+{
+	uint64_t off = j->off + blk * j->bs;
+
+	if (j->type == VIRTIO_BLK_T_OUT)
+		pattern_fill(io->user, off, j->bs, j->seed);
+	vblk_io_init(io, j->type, off / 512, io->user, j->bs);
+	if (vblk_submit(b, io) < 0)
+		probe_fail("job %s: submit failed", j->name);
+}
+
+static void job_complete(struct blk_job *j, struct vblk_io *io)
+{
+	uint64_t off = io->sector * 512;
+	size_t bad;
+
+	lat_add(&j->lat, io->t_done - io->t_submit);
+	if (io->status != VIRTIO_BLK_S_OK)
+		probe_fail("job %s: %s at sector %lu got %s", j->name,
+			   j->type == VIRTIO_BLK_T_IN ? "read" : "write",
+			   io->sector, blk_status_name(io->status));
+	if (!j->verify || j->type != VIRTIO_BLK_T_IN)
+		return;
+	bad = pattern_check(io->user, off, j->bs, j->seed);
+	if (bad != j->bs)
+		probe_fail("job %s: data mismatch at disk offset %lu", j->name,
+			   off + bad);
+}
+
+void blk_job_run(struct vblk *b, struct blk_job *j)
+{
+	uint64_t n = j->len / j->bs, issued = 0, done = 0, rng = j->seed + 1;
+	struct vblk_io *idle[VBLK_MAX_QD], *io;
+	unsigned int nidle = 0;
+	uint64_t t0, deadline;
+	bool stop = false;
+
+	job_prepare(b, j, n, &rng);
+	for (unsigned int i = 0; i < j->qd; i++) {
+		ios[i].user = pool + (uint64_t)i * j->bs;
+		idle[nidle++] = &ios[i];
 	}
 	lat_init(&j->lat, lat_buf, lat_cap);
-	j->ios = j->bytes = 0;
 	t0 = rdtsc();
 	deadline = t0 + j->max_ticks;
-	for (unsigned int i = 0; i < j->qd; i++)
-		ios[i].user = pool + (uint64_t)i * j->bs;
-
-	/* Keep qd in flight: fill, then one in per one out. */
-	unsigned int next_free = 0;
-	struct vblk_io *freel[VBLK_MAX_QD];
-
-	for (unsigned int i = 0; i < j->qd; i++)
-		freel[i] = &ios[i];
-	next_free = j->qd;
+	/* Keep qd in flight: fill, then refill as completions come back. */
 	for (;;) {
-		while (!stop && next_free) {
-			struct vblk_io *io;
-			uint64_t blk, off;
-
-			if (!j->max_ticks && issued >= n)
-				break;
-			io = freel[--next_free];
-			blk = job_block(j, n, issued, &rng);
-			off = j->off + blk * j->bs;
-			if (j->type == VIRTIO_BLK_T_OUT)
-				pattern_fill(io->user, off, j->bs, j->seed);
-			vblk_io_init(io, j->type, off / 512, io->user, j->bs);
-			if (vblk_submit(b, io) < 0)
-				probe_fail("job %s: submit failed", j->name);
-			issued++;
-		}
+		while (!stop && nidle && (j->max_ticks || issued < n))
+			job_submit(b, j, idle[--nidle],
+				   job_block(j, n, issued++, &rng));
 		vblk_kick(b);
 		if (done == issued)
 			break;
-		struct vblk_io *io = vblk_wait(b);
-
-		do {
-			uint64_t off = io->sector * 512;
-
-			lat_add(&j->lat, io->t_done - io->t_submit);
-			if (io->status != VIRTIO_BLK_S_OK)
-				probe_fail("job %s: %s at sector %lu got %s",
-					   j->name,
-					   j->type == VIRTIO_BLK_T_IN ? "read"
-								      : "write",
-					   io->sector,
-					   blk_status_name(io->status));
-			if (j->verify && j->type == VIRTIO_BLK_T_IN) {
-				size_t bad = pattern_check(io->user, off,
-							   j->bs, j->seed);
-
-				if (bad != j->bs)
-					probe_fail("job %s: data mismatch at "
-						   "disk offset %lu",
-						   j->name, off + bad);
-			}
+		for (io = vblk_wait(b); io; io = vblk_reap(b)) {
+			job_complete(j, io);
 			done++;
-			freel[next_free++] = io;
-		} while ((io = vblk_reap(b)));
+			idle[nidle++] = io;
+		}
 		if (j->max_ticks && rdtsc() >= deadline)
 			stop = true;
 	}
