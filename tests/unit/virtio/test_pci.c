@@ -20,134 +20,14 @@
 #include "virtio/blk.h"
 #include "virtio/pci.h"
 #include "vm/vm.h"
-
-/* --- the fake VM ----------------------------------------------------- */
-
-#define MAX_REC 256
-
-struct irqfd_rec {
-	int fd;
-	unsigned int gsi;
-	int resample_fd;
-	bool assigned;
-};
-
-struct fake_vm {
-	struct vdriver d;
-	struct bus pio, mmio;
-	uint64_t mmio_next;
-	uint16_t pio_next;
-	int next_gsi;
-	uint64_t route_addr[64];
-	uint32_t route_data[64];
-	struct irqfd_rec irqfd[MAX_REC];
-	unsigned int nirqfd;
-	uint64_t ioev_addr[MAX_REC];
-	int ioev_fd[MAX_REC];
-	unsigned int nioev;
-	void (*hook)(void *);
-	void *hook_opaque;
-};
-
-static struct fake_vm *fvm;
-
-struct gmem *vm_gmem(struct vm *vm) { return &fvm->d.mem; }
-struct bus *vm_pio_bus(struct vm *vm) { return &fvm->pio; }
-struct bus *vm_mmio_bus(struct vm *vm) { return &fvm->mmio; }
-unsigned int vm_ncpus(const struct vm *vm) { return 2; }
-
-int vm_ioeventfd(struct vm *vm, uint64_t addr, unsigned int len, bool pio,
-		 int64_t datamatch, int fd, bool assign)
-{
-	for (unsigned int i = 0; i < fvm->nioev; i++) {
-		if (fvm->ioev_fd[i] == fd && fvm->ioev_addr[i] == addr) {
-			if (assign)
-				return -EEXIST;
-			fvm->ioev_fd[i] = fvm->ioev_fd[--fvm->nioev];
-			fvm->ioev_addr[i] = fvm->ioev_addr[fvm->nioev];
-			return 0;
-		}
-	}
-	if (!assign)
-		return -ENOENT;
-	fvm->ioev_fd[fvm->nioev] = fd;
-	fvm->ioev_addr[fvm->nioev++] = addr;
-	return 0;
-}
-
-int vm_irqfd(struct vm *vm, unsigned int gsi, int fd, int resample_fd,
-	     bool assign)
-{
-	for (unsigned int i = 0; i < fvm->nirqfd; i++) {
-		struct irqfd_rec *r = &fvm->irqfd[i];
-
-		if (r->fd != fd || !r->assigned)
-			continue;
-		if (assign)
-			return -EBUSY;	/* as KVM: one irqfd per eventfd */
-		r->assigned = false;
-		return 0;
-	}
-	if (!assign)
-		return -ENOENT;
-	fvm->irqfd[fvm->nirqfd++] = (struct irqfd_rec){ fd, gsi, resample_fd, true };
-	return 0;
-}
-
-int vm_irq_line(struct vm *vm, unsigned int gsi, int level) { return 0; }
-
-int vm_msi_route_alloc(struct vm *vm)
-{
-	return fvm->next_gsi++;
-}
-
-int vm_msi_route_set(struct vm *vm, unsigned int gsi, uint64_t addr,
-		     uint32_t data)
-{
-	fvm->route_addr[gsi - 24] = addr;
-	fvm->route_data[gsi - 24] = data;
-	return 0;
-}
-
-uint64_t vm_pci_mmio_alloc(struct vm *vm, uint64_t size)
-{
-	uint64_t b = (fvm->mmio_next + size - 1) & ~(size - 1);
-
-	fvm->mmio_next = b + size;
-	return b;
-}
-
-uint16_t vm_pci_pio_alloc(struct vm *vm, uint16_t size)
-{
-	uint16_t b = (fvm->pio_next + size - 1) & ~(size - 1);
-
-	fvm->pio_next = b + size;
-	return b;
-}
-
-void vm_request_stop(struct vm *vm, int status) {}
-
-int vm_add_shutdown_hook(struct vm *vm, void (*fn)(void *), void *opaque)
-{
-	fvm->hook = fn;
-	fvm->hook_opaque = opaque;
-	return 0;
-}
-
-/* The irqfd currently assigned for eventfd fd, or NULL. */
-static struct irqfd_rec *irqfd_of(int fd)
-{
-	for (unsigned int i = 0; i < fvm->nirqfd; i++)
-		if (fvm->irqfd[i].fd == fd && fvm->irqfd[i].assigned)
-			return &fvm->irqfd[i];
-	return NULL;
-}
+#include "fakevm.h"
 
 /* --- guest-side accessors -------------------------------------------- */
 
 #define RAM (16u << 20)
 
 static struct pci_bus *pbus;
+static struct vdriver drv;	/* guest RAM and ring helpers */
 static char disk_path[64];
 
 static uint32_t cfg_rd(unsigned int slot, unsigned int off, unsigned int len)
@@ -196,10 +76,8 @@ static int setup(void **state)
 	int fd;
 
 	fvm = calloc(1, sizeof(*fvm));
-	assert_int_equal(vdriver_init(&fvm->d, RAM), 0);
-	fvm->mmio_next = VM_PCI_HOLE_START;
-	fvm->pio_next = 0xc000;
-	fvm->next_gsi = 24;
+	assert_int_equal(vdriver_init(&drv, RAM), 0);
+	fakevm_init(fvm, &drv.mem);
 	strcpy(disk_path, "/tmp/iovm-vpci-XXXXXX");
 	fd = mkstemp(disk_path);
 	assert_true(fd >= 0);
@@ -212,17 +90,17 @@ static int setup(void **state)
 	assert_non_null(dev);
 	assert_int_equal(virtio_pci_create((struct vm *)fvm, pbus, dev), 0);
 	bar0 = cfg_rd(1, 0x10, 4) & ~15u;
-	fvm->d.dev = dev;	/* vdriver reads the negotiated features */
+	drv.dev = dev;	/* vdriver reads the negotiated features */
 	*state = dev;
 	return 0;
 }
 
 static int teardown(void **state)
 {
-	fvm->hook(fvm->hook_opaque);	/* the VM's shutdown: drain, flush, free */
+	fakevm_shutdown(fvm);	/* the VM's shutdown: drain, flush, free */
 	pci_bus_destroy(pbus);
-	free(fvm->d.ram[0]);
-	free(fvm->d.ram[1]);
+	free(drv.ram[0]);
+	free(drv.ram[1]);
 	free(fvm);
 	unlink(disk_path);
 	return 0;
@@ -343,8 +221,8 @@ static void setup_queue(unsigned int qi, uint16_t size, uint16_t vector)
 {
 	struct vdq *q;
 
-	assert_int_equal(vdriver_queue_setup(&fvm->d, qi, size), 0);
-	q = &fvm->d.q[qi];
+	assert_int_equal(vdriver_queue_setup(&drv, qi, size), 0);
+	q = &drv.q[qi];
 	mwr(VPCI_Q_SELECT, qi, 2);
 	assert_int_equal(mrd(VPCI_Q_SIZE, 2), VIRTIO_BLK_QUEUE_SIZE);
 	mwr(VPCI_Q_SIZE, size, 2);
@@ -365,18 +243,18 @@ static void kick(unsigned int qi)
 static uint8_t blk_rw(unsigned int qi, uint32_t type, uint64_t sector,
 		      uint64_t buf, uint32_t len)
 {
-	uint64_t h = vdriver_alloc(&fvm->d, 16), st = vdriver_alloc(&fvm->d, 1);
-	uint32_t *hp = vdriver_ptr(&fvm->d, h, 16), id, ulen;
+	uint64_t h = vdriver_alloc(&drv, 16), st = vdriver_alloc(&drv, 1);
+	uint32_t *hp = vdriver_ptr(&drv, h, 16), id, ulen;
 	struct vbuf b[] = { { h, 16, false }, { buf, len, type == VIRTIO_BLK_T_IN },
 			    { st, 1, true } };
 
 	hp[0] = type;
 	hp[1] = 0;
 	memcpy(hp + 2, &sector, 8);
-	assert_true(vdriver_add(&fvm->d, qi, b, 3, false) >= 0);
+	assert_true(vdriver_add(&drv, qi, b, 3, false) >= 0);
 	kick(qi);
-	assert_int_equal(vdriver_wait_used(&fvm->d, qi, &id, &ulen, 5000), 1);
-	return *(uint8_t *)vdriver_ptr(&fvm->d, st, 1);
+	assert_int_equal(vdriver_wait_used(&drv, qi, &id, &ulen, 5000), 1);
+	return *(uint8_t *)vdriver_ptr(&drv, st, 1);
 }
 
 static void msix_program(unsigned int vec, uint64_t addr, uint32_t data,
@@ -413,9 +291,9 @@ static void msix_enable(bool on)
 
 static void test_virtio_blk_msix(void **state)
 {
-	struct vdq *q = &fvm->d.q[0];
-	uint64_t buf = vdriver_alloc(&fvm->d, 4096);
-	uint8_t *p = vdriver_ptr(&fvm->d, buf, 4096);
+	struct vdq *q = &drv.q[0];
+	uint64_t buf = vdriver_alloc(&drv, 4096);
+	uint8_t *p = vdriver_ptr(&drv, buf, 4096);
 	int call_fd;
 	struct irqfd_rec *r;
 
@@ -450,7 +328,7 @@ static void test_virtio_blk_msix(void **state)
 
 	/* masked: the irqfd goes away, the interrupt is latched in the PBA */
 	msix_program(1, 0xfee00000, 0x42, true);
-	assert_null(irqfd_of(call_fd));
+	assert_null(fakevm_irqfd_of(call_fd));
 	uint64_t cnt;
 
 	while (read(call_fd, &cnt, 8) == 8)
@@ -459,7 +337,7 @@ static void test_virtio_blk_msix(void **state)
 	assert_int_equal(pba() & 2, 2);
 	/* unmask: irqfd back, the latched interrupt fires, PBA clear */
 	msix_program(1, 0xfee00000, 0x42, false);
-	assert_non_null(irqfd_of(call_fd));
+	assert_non_null(fakevm_irqfd_of(call_fd));
 	assert_int_equal(read(call_fd, &cnt, 8), 8);
 	assert_int_equal(pba() & 2, 0);
 	(void)q;
@@ -467,8 +345,8 @@ static void test_virtio_blk_msix(void **state)
 
 static void test_needs_reset_and_reset(void **state)
 {
-	struct vdq *q = &fvm->d.q[0];
-	uint64_t h = vdriver_alloc(&fvm->d, 16);
+	struct vdq *q = &drv.q[0];
+	uint64_t h = vdriver_alloc(&drv, 16);
 	uint8_t isr;
 
 	msix_enable(false);
@@ -486,7 +364,7 @@ static void test_needs_reset_and_reset(void **state)
 	/* a chain pointing outside RAM */
 	struct vbuf b[] = { { h, 16, false }, { RAM * 4, 512, true } };
 
-	assert_true(vdriver_add(&fvm->d, 0, b, 2, false) >= 0);
+	assert_true(vdriver_add(&drv, 0, b, 2, false) >= 0);
 	kick(0);
 	for (int i = 0; i < 500 && !(mrd(VPCI_STATUS, 1) & VIRTIO_STATUS_NEEDS_RESET); i++)
 		usleep(10000);
@@ -501,7 +379,7 @@ static void test_needs_reset_and_reset(void **state)
 	setup_queue(0, 32, PCI_NO_VECTOR);
 	mwr(VPCI_STATUS, 15, 1);
 	assert_int_equal(mrd(VPCI_STATUS, 1), 15);
-	uint64_t buf = vdriver_alloc(&fvm->d, 512);
+	uint64_t buf = vdriver_alloc(&drv, 512);
 
 	assert_int_equal(blk_rw(0, VIRTIO_BLK_T_IN, 0, buf, 512), VIRTIO_BLK_S_OK);
 
