@@ -3,7 +3,7 @@
 # its guest image and to run its whole test suite. Idempotent; run as root.
 set -eu
 
-PKGS="build-essential meson ninja-build pkg-config liburing-dev libcmocka-dev liblzma-dev zlib1g-dev
+PKGS="build-essential meson ninja-build pkg-config liburing-dev libcmocka-dev liblzma-dev zlib1g-dev libzstd-dev
 clang llvm libclang-rt-14-dev
 qemu-system-x86 qemu-utils qemu-block-extra
 cpio gzip xz-utils zstd busybox-static fio sg3-utils util-linux

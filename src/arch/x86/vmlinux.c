@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
+#include <zstd.h>
 
 #include "arch/x86/layout.h"
 #include "arch/x86/vmlinux.h"
@@ -40,6 +41,13 @@ static int gunzip(const uint8_t *in, size_t inlen, uint8_t *out, size_t outlen)
 	return r == Z_STREAM_END && z.total_out == outlen ? 0 : -EINVAL;
 }
 
+static int unzstd(const uint8_t *in, size_t inlen, uint8_t *out, size_t outlen)
+{
+	size_t r = ZSTD_decompress(out, outlen, in, inlen);
+
+	return !ZSTD_isError(r) && r == outlen ? 0 : -EINVAL;
+}
+
 int vmlinux_extract(const uint8_t *img, size_t len, const struct bzimage_info *bi,
 		    uint8_t **out, size_t *outlen, char *err, size_t errlen)
 {
@@ -64,6 +72,12 @@ int vmlinux_extract(const uint8_t *img, size_t len, const struct bzimage_info *b
 		if (!buf)
 			return -ENOMEM;
 		ret = unxz(p, plen, buf, size);
+	} else if (!memcmp(p, "\x28\xb5\x2f\xfd", 4)) {
+		plen -= 4;	/* zstd wants exactly the frame */
+		buf = malloc(size);
+		if (!buf)
+			return -ENOMEM;
+		ret = unzstd(p, plen, buf, size);
 	} else if (p[0] == 0x1f && p[1] == 0x8b) {
 		buf = malloc(size);
 		if (!buf)

@@ -25,7 +25,7 @@ struct vmlinux_image {
 	unsigned int nseg;
 };
 
-/* Decompresses the bzImage's payload (xz or gzip) into a malloc'ed buffer.
+/* Decompresses the bzImage's payload (xz, zstd or gzip) into a malloc'ed buffer.
  * Returns 0, -ENOTSUP for a payload format iovm cannot decompress (then
  * the in-guest decompressor is used), or -EINVAL with a message. */
 int vmlinux_extract(const uint8_t *img, size_t len, const struct bzimage_info *bi,

@@ -9,7 +9,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <lzma.h>
 #include <zlib.h>
+#include <zstd.h>
 #include <cmocka.h>
 
 #include "arch/x86/acpi.h"
@@ -436,6 +438,47 @@ static void test_acpi(void **state)
 	assert_true(ACPI_BASE >= EBDA_START && ACPI_BASE + 0x600 <= MPTABLE_BASE);
 }
 
+/* The same vmlinux as xz (CRC32 check, as the kernel build does) and
+ * zstd payloads. */
+static void test_vmlinux_formats(void **state)
+{
+	uint8_t elf[4096] = { 0 }, comp[8192], *img, *out;
+	Elf64_Ehdr *eh = (Elf64_Ehdr *)elf;
+	struct bzimage_info bi;
+	char err[256];
+	size_t len, outlen, clen;
+
+	memcpy(eh->e_ident, ELFMAG, SELFMAG);
+	memset(elf + 64, 0x5a, 1000);
+	for (int fmt = 0; fmt < 2; fmt++) {
+		if (fmt == 0) {
+			clen = 0;
+			assert_int_equal(lzma_easy_buffer_encode(6, LZMA_CHECK_CRC32, NULL, elf,
+								 sizeof(elf), comp, &clen,
+								 sizeof(comp) - 4), LZMA_OK);
+		} else {
+			clen = ZSTD_compress(comp, sizeof(comp) - 4, elf, sizeof(elf), 19);
+			assert_false(ZSTD_isError(clen));
+		}
+		wr32(comp + clen, sizeof(elf));
+		clen += 4;
+		img = make_bzimage(&len);
+		memcpy(img + IMG_SETUP + 0x200, comp, clen);
+		wr32(img + 0x248, 0x200);
+		wr32(img + 0x24c, clen);
+		assert_int_equal(bzimage_parse(img, len, &bi, err, sizeof(err)), 0);
+		assert_int_equal(vmlinux_extract(img, len, &bi, &out, &outlen, err, sizeof(err)), 0);
+		assert_int_equal(outlen, sizeof(elf));
+		assert_memory_equal(out, elf, sizeof(elf));
+		free(out);
+		/* A size trailer that lies is caught. */
+		wr32(img + IMG_SETUP + 0x200 + clen - 4, sizeof(elf) + 1);
+		assert_int_equal(vmlinux_extract(img, len, &bi, &out, &outlen, err, sizeof(err)),
+				 -EINVAL);
+		free(img);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -444,6 +487,7 @@ int main(void)
 		cmocka_unit_test(test_bzimage_place),
 		cmocka_unit_test(test_boot_params),
 		cmocka_unit_test(test_vmlinux_payload),
+		cmocka_unit_test(test_vmlinux_formats),
 		cmocka_unit_test(test_mptable),
 		cmocka_unit_test(test_page_walk),
 		cmocka_unit_test(test_acpi),
