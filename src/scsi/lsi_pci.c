@@ -197,12 +197,13 @@ int lsi_pci_create(struct vm *vm, struct pci_bus *bus,
 	if (!ret)
 		ret = lsi_start(lp->hba);
 	if (ret) {
+		/* BAR handlers may already point at lp: keep it (the VM
+		 * does not start after this error). */
 		pr_err("lsi: PCI setup: %s", strerror(-ret));
-		goto fail;
+		return ret;
 	}
 	return vm_add_shutdown_hook(vm, lsi_pci_shutdown, lp);
 fail:
-	/* The PCI slot, if taken, stays empty-handed: iovm exits anyway. */
 	lsi_destroy(lp->hba);
 	for (unsigned int i = 0; i < lp->nbe; i++)
 		blk_close(&lp->be[i]);
