@@ -82,8 +82,9 @@ probe_user_entry:
 	call probe_main
 	ud2
 
-/* tss_install: edi = cpu index, rsi = CPL 0 stack top. Fills that cpu's TSS
- * and its GDT descriptor, then loads TR. */
+/* tss_install: edi = cpu index (0: only the BSP runs CPL 3 code and needs
+ * one), rsi = CPL 0 stack top. Fills the TSS and its GDT descriptor, then
+ * loads TR. */
 tss_install:
 	mov %edi, %ecx
 	mov %rsi, %r8
@@ -325,7 +326,7 @@ gdt:
 	.quad 0x00CFF2000000FFFF	/* GDT_UDATA: flat data, DPL 3 */
 	.quad 0x0020FA0000000000	/* GDT_UCODE: 64-bit code, DPL 3 */
 	.quad 0x00CF9A000000FFFF	/* GDT_KCODE32: 32-bit code, DPL 0 */
-	.fill 2 * MAX_CPUS, 8, 0	/* GDT_TSS0...: one TSS per cpu */
+	.fill 2, 8, 0			/* GDT_TSS0: the BSP's TSS (APs stay at CPL 0) */
 gdt_end:
 	.align 16
 gdt_ptr:
@@ -383,7 +384,7 @@ idt:
 	.fill 256 * 16, 1, 0
 	.globl tss_area
 tss_area:
-	.fill MAX_CPUS * TSS_STRIDE, 1, 0
+	.fill TSS_STRIDE, 1, 0
 	.globl irq_count, irq_total
 irq_count:
 	.fill 16, 8, 0

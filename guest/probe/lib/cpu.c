@@ -226,11 +226,14 @@ static const volatile uint8_t *scan_bios(const char *sig, size_t siglen,
 
 static void cpu_add(uint32_t apic_id, bool bsp)
 {
-	if (ncpus < MAX_CPUS) {
-		cpus[ncpus].apic_id = apic_id;
-		cpus[ncpus].bsp = bsp;
-		ncpus++;
+	if (ncpus >= MAX_CPUS) {
+		pr("probe: warning: more than %u CPUs, ignoring apic_id %u\n",
+		   MAX_CPUS, apic_id);
+		return;
 	}
+	cpus[ncpus].apic_id = apic_id;
+	cpus[ncpus].bsp = bsp;
+	ncpus++;
 }
 
 static int enum_mptable(void)

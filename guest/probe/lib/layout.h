@@ -3,7 +3,7 @@
 #ifndef PROBE_LAYOUT_H
 #define PROBE_LAYOUT_H
 
-#define MAX_CPUS 16
+#define MAX_CPUS 64
 
 #define GDT_KCODE 0x08
 #define GDT_KDATA 0x10
@@ -11,7 +11,7 @@
 #define GDT_UCODE 0x20
 #define GDT_KCODE32 0x28
 #define GDT_TSS0 0x30
-#define GDT_SIZE (GDT_TSS0 + 16 * MAX_CPUS)
+#define GDT_SIZE (GDT_TSS0 + 16)	/* one TSS: the BSP's */
 
 #define TSS_SIZE 0x68
 /* TSS + an all-zero I/O permission bitmap (8 KiB) + terminator, padded. */
@@ -19,7 +19,7 @@
 
 #define BSP_STACK_SIZE 0x4000
 #define USER_STACK_SIZE 0x10000
-#define AP_STACK_SHIFT 13
+#define AP_STACK_SHIFT 12	/* 4 KiB per AP: it only reports in */
 
 /* Real-mode page where APs start (SIPI vector = AP_TRAMPOLINE >> 12). */
 #define AP_TRAMPOLINE 0x8000
