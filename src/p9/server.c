@@ -335,6 +335,24 @@ static void fid_put(struct p9_session *s, struct p9_fid *f)
 		fid_free(s, f);
 }
 
+/* Points the fid at another node (walk to itself, lcreate). Handlers use
+ * f->node without a reference of their own, so this is refused while any
+ * other request holds the fid: the table's reference and the caller's are
+ * the only ones allowed. */
+static int fid_swap_node(struct p9_session *s, struct p9_fid *f,
+			 struct p9_node *n, struct p9_node **old)
+{
+	pthread_mutex_lock(&s->lock);
+	if (f->refs > 2) {
+		pthread_mutex_unlock(&s->lock);
+		return -EBUSY;
+	}
+	*old = f->node;
+	f->node = n;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
 /* Adds a fid holding node (the reference is taken over). */
 static int fid_add(struct p9_session *s, uint32_t fid, struct p9_node *node,
 		   uint32_t uid)
@@ -660,12 +678,8 @@ static int h_walk(struct op *o)
 			fid_put(s, f);
 			return -EBUSY;
 		}
-		pthread_mutex_lock(&f->lock);
-		old = f->node;
-		f->node = cur;
-		pthread_mutex_unlock(&f->lock);
-		node_put(o->srv, old);
-		ret = 0;
+		ret = fid_swap_node(s, f, cur, &old);
+		node_put(o->srv, ret ? cur : old);
 	} else {
 		ret = fid_add(s, newfid, cur, f->uid);
 		if (ret)
@@ -957,8 +971,13 @@ static int h_lcreate(struct op *o)
 		ret = -EBUSY;
 		goto out_slot;
 	}
-	old = f->node;
-	f->node = node;
+	ret = fid_swap_node(s, f, node, &old);
+	if (ret) {
+		pthread_mutex_unlock(&f->lock);
+		node_put(srv, node);
+		close(fd);
+		goto out_slot;
+	}
 	atomic_store(&f->ofd, fd);
 	atomic_store(&f->kind, FID_FILE);
 	pthread_mutex_unlock(&f->lock);
