@@ -474,18 +474,12 @@ int blkq_discard(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	s->len = len;
 	s->done = done;
 	s->tag = tag;
-	if (be->is_blockdev) {
-		/* No asynchronous form of these ioctls in io_uring: they run
-		 * here and complete on the next reap. */
-		int res;
-
-		if (op == BLK_OP_DISCARD)
-			res = be->discard_ok ?
-			      blockdev_range_ioctl(be, BLKDISCARD, offset, len) :
-			      -EOPNOTSUPP;
-		else
-			res = blockdev_range_ioctl(be, BLKZEROOUT, offset, len);
-		defer(q, s, res);
+	if (be->is_blockdev && op == BLK_OP_DISCARD) {
+		/* No asynchronous discard for block devices in io_uring
+		 * here: it runs now and completes on the next reap. */
+		defer(q, s, be->discard_ok ?
+			    blockdev_range_ioctl(be, BLKDISCARD, offset, len) :
+			    -EOPNOTSUPP);
 		return 0;
 	}
 	sqe = get_sqe(q);
@@ -493,6 +487,8 @@ int blkq_discard(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 		slot_put(q, s);
 		return -EBUSY;
 	}
+	/* Zeroing runs in io_uring's workers: a block device zeroes the
+	 * range (blkdev_fallocate) without stalling this queue's thread. */
 	mode = op == BLK_OP_DISCARD ? FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE :
 				      FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE;
 	io_uring_prep_fallocate(sqe, be->fd, mode, offset, len);
@@ -603,6 +599,9 @@ static int complete_res(struct blk_queue *q, struct blk_slot *s, int res)
 		return res >= 0 ? (int)s->len : res;
 	case BLK_OP_WRITE_ZEROES:
 		if (res == -EOPNOTSUPP || res == -EINVAL) {
+			if (s->be->is_blockdev)
+				return blockdev_range_ioctl(s->be, BLKZEROOUT,
+							    s->offset, s->len);
 			/* Punched holes read back as zeroes too. */
 			if (fallocate(s->be->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 				      s->offset, s->len) == 0)
