@@ -767,7 +767,8 @@ bool lsi_bus_reselect(struct lsi *s)
 	s->regs[LSI_SSID] = 0x80 | c->target;
 	if (!(s->regs[LSI_DCNTL] & LSI_DCNTL_COM))
 		s->regs[LSI_SFBR] = 1u << (c->target & 7);
-	msgin_push(s, LSI_MSG_IDENTIFY | 0x40 | c->lun);
+	/* a target's IDENTIFY has DiscPriv clear */
+	msgin_push(s, LSI_MSG_IDENTIFY | c->lun);
 	if (c->tag >= 0) {
 		msgin_push(s, LSI_MSG_SIMPLE_TAG);
 		msgin_push(s, (uint8_t)c->tag);
