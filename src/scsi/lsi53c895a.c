@@ -719,6 +719,7 @@ bool lsi_bus_connected(struct lsi *s)
 
 int lsi_bus_select(struct lsi *s, unsigned int id, bool atn)
 {
+	s->bus_events++;
 	s->regs[LSI_SSTAT0] |= LSI_SSTAT0_WOA;
 	if (id >= LSI_MAX_TARGETS || id == LSI_HOST_ID || !s->tgt[id].disk) {
 		s->sto_pending = true;
@@ -747,6 +748,7 @@ bool lsi_bus_reselect(struct lsi *s)
 
 	if (s->connected || !c)
 		return false;
+	s->bus_events++;
 	s->resel_head = c->next;
 	if (!s->resel_head)
 		s->resel_tail = &s->resel_head;
@@ -944,6 +946,7 @@ int lsi_bus_move(struct lsi *s, uint64_t addr, uint32_t *count)
 	uint8_t *p;
 	int ret;
 
+	s->bus_events++;
 	if (!*count)
 		return LSI_BUS_OK;
 	p = lsi_dma_ptr(s, addr, *count);
@@ -1261,10 +1264,17 @@ long lsi_poll(struct lsi *s, bool wait, long budget)
 	return total;
 }
 
+/* Slices in a row without any bus activity before the thread starts to
+ * pause between slices: SCRIPTS that spin on memory (some drivers poll a
+ * mailbox that way) still see changes within a millisecond, but cannot
+ * take a whole host CPU. */
+#define LSI_IDLE_SLICES 16
+
 static void *lsi_thread(void *arg)
 {
 	struct lsi *s = arg;
 	struct pollfd pfd[2];
+	unsigned int idle = 0;
 
 	pfd[0].fd = s->kick_fd;
 	pfd[0].events = POLLIN;
@@ -1274,15 +1284,23 @@ static void *lsi_thread(void *arg)
 	while (!s->stopping) {
 		uint64_t v;
 
+		unsigned long ev = s->bus_events;
+
 		blkq_reap(s->q, false);
 		lsi_scripts_run(s, LSI_SCRIPTS_SLICE);
 		blkq_submit(s->q);
 		if (s->scr == LSI_SCR_RUN) {
 			/* Let register accesses in between slices. */
 			pthread_mutex_unlock(&s->lock);
+			idle = ev == s->bus_events ? idle + 1 : 0;
+			if (idle > LSI_IDLE_SLICES &&
+			    poll(pfd, pfd[1].fd >= 0 ? 2 : 1, 1) > 0 &&
+			    read(s->kick_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+				pr_err("lsi: kick read: %s", strerror(errno));
 			pthread_mutex_lock(&s->lock);
 			continue;
 		}
+		idle = 0;
 		pthread_mutex_unlock(&s->lock);
 		poll(pfd, pfd[1].fd >= 0 ? 2 : 1, -1);
 		if (read(s->kick_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)

@@ -133,6 +133,8 @@ struct lsi {
 
 	uint8_t ram[LSI_RAM_SIZE];
 
+	unsigned long bus_events;	/* selections, reselections, moves */
+
 	/* Thread. */
 	pthread_t thread;
 	bool thread_started;
