@@ -1353,17 +1353,17 @@ static void do_start_stop(struct scsi_disk *d, struct scsi_req *req,
 	flush_then_complete(req, ST_STOP);
 }
 
-static void execute(struct scsi_disk *d, struct scsi_req *req,
-		    const struct decoded *dc)
+/* Everything but READ and WRITE: emulated on a stack buffer, kept out of
+ * the READ/WRITE path's frame. */
+static void __attribute__((noinline)) emulate(struct scsi_disk *d,
+					      struct scsi_req *req,
+					      const struct decoded *dc)
 {
 	const uint8_t *cdb = req->cdb;
 	uint8_t buf[SCSI_PARAM_MAX];
 	size_t n;
 	int ret;
 
-	req->is_write = is_write_op(cdb[0]);
-	req->sync_after = req->is_write &&
-		(dc->fua || !__atomic_load_n(&d->wce, __ATOMIC_RELAXED));
 	switch (cdb[0]) {
 	case TEST_UNIT_READY:
 	case VERIFY_10: case VERIFY_16:
@@ -1413,10 +1413,23 @@ static void execute(struct scsi_disk *d, struct scsi_req *req,
 		n = copy_from_iov(req->iov, req->iovcnt, buf, dc->info.xfer);
 		do_unmap(req, buf, n);
 		return;
-	default:
-		do_rw(d, req, dc);
+	default:	/* decode() lets nothing else through */
+		check(req, SENSE_ILLEGAL_REQUEST, ASC_INVALID_OPCODE);
+		req->done(req);
 		return;
 	}
+}
+
+static void execute(struct scsi_disk *d, struct scsi_req *req,
+		    const struct decoded *dc)
+{
+	req->is_write = is_write_op(req->cdb[0]);
+	req->sync_after = req->is_write &&
+		(dc->fua || !__atomic_load_n(&d->wce, __ATOMIC_RELAXED));
+	if (dc->info.direct)
+		do_rw(d, req, dc);
+	else
+		emulate(d, req, dc);
 }
 
 void scsi_disk_submit(struct scsi_disk *d, struct scsi_req *req)
