@@ -11,8 +11,9 @@
 #   boot 2: QEMU is SIGKILLed in the middle of writes; every write the guest
 #           saw complete (O_DIRECT + fsync, then a marker on the console) is
 #           in the file, and the back-end survives.
-#   boot 3: a new QEMU connects to the same back-end and reads those writes
-#           back; the back-end then exits cleanly on SIGTERM.
+#   boot 3: a new QEMU (2 vCPUs, 2 request queues) connects to the same
+#           back-end and reads those writes back from both CPUs; the
+#           back-end then exits cleanly on SIGTERM.
 # Usage: vhost-user.sh blk|scsi IOVM_BINARY GUEST_DIR
 set -eu
 
@@ -65,7 +66,9 @@ start_backend() {
 # boot NAME SCRIPT BACKEND...: runs SCRIPT in the guest under QEMU TCG
 # (tests/guest/qemu-tcg.sh) with one vhost-user PCI device per backend, in
 # the background; the console goes to $work/NAME.console. Sets $qemu_pid (of
-# the harness, which exits with the guest script's status).
+# the harness, which exits with the guest script's status). $queues request
+# queues per device, with as many vCPUs.
+queues=1
 boot() {
 	name=$1 script=$2
 	shift 2
@@ -74,9 +77,9 @@ boot() {
 	for b in "$@"; do
 		devs="$devs -chardev socket,id=c$nb,path=$work/$b.sock"
 		if [ "$type" = blk ]; then
-			devs="$devs -device vhost-user-blk-pci,chardev=c$nb,num-queues=1"
+			devs="$devs -device vhost-user-blk-pci,chardev=c$nb,num-queues=$queues"
 		else
-			devs="$devs -device vhost-user-scsi-pci,chardev=c$nb,num_queues=1"
+			devs="$devs -device vhost-user-scsi-pci,chardev=c$nb,num_queues=$queues"
 		fi
 		nb=$((nb + 1))
 	done
@@ -91,7 +94,7 @@ EOF
 	fi
 	cat "$script" >>"$work/$name.guest.sh"
 	# shellcheck disable=SC2086
-	"$harness" -g "$guest" -s "$work/$name.guest.sh" -m 512M -t 600 -- \
+	"$harness" -g "$guest" -s "$work/$name.guest.sh" -m 512M -p "$queues" -t 600 -- \
 		-object memory-backend-memfd,id=mem,size=512M,share=on \
 		-numa node,memdev=mem $devs >"$work/$name.console" 2>&1 &
 	qemu_pid=$!
@@ -204,10 +207,10 @@ while [ $i -lt 400 ]; do
 done
 EOF
 if [ "$type" = blk ]; then
-	start_backend kill --disk "path=$work/kill.img"
+	start_backend kill --disk "path=$work/kill.img,queues=2"
 else
 	# target 1 stays empty: the RO lookup finds nothing, unused here.
-	start_backend kill --disk "path=$work/kill.img,target=0"
+	start_backend kill --disk "path=$work/kill.img,target=0,queues=2"
 fi
 boot boot2 "$work/boot2.sh" kill
 for _ in $(seq 600); do
@@ -243,13 +246,23 @@ n=$(echo "$done_lines" | wc -l)
 echo "boot 2: QEMU killed after $n completed writes; all of them are in the file"
 
 # --- boot 3: a new client on the same back-end reads them back --------------
+# Two vCPUs and two request queues: the chunks are checked from both CPUs,
+# so both queues carry requests.
 {
 	echo 'set -e'
+	echo '[ "$(ls /sys/block/$RW/mq | wc -l)" = 2 ] || { echo "GUEST FAIL: not 2 queues"; exit 1; }'
+	echo "cat >/tmp/check.sh <<'EOS'"
 	echo "$done_lines" | while read -r _ i s; do
-		echo "[ \"\$(dd if=/dev/\$RW bs=64k skip=$i count=1 iflag=direct 2>/dev/null | sha256sum | cut -d' ' -f1)\" = $s ] || { echo 'GUEST FAIL: chunk $i'; exit 1; }"
+		echo "[ \$((\$1 % 2)) = $((i % 2)) ] || [ \"\$(dd if=/dev/\$2 bs=64k skip=$i count=1 iflag=direct 2>/dev/null | sha256sum | cut -d' ' -f1)\" = $s ] || { echo 'GUEST FAIL: chunk $i'; exit 1; }"
 	done
+	echo 'EOS'
+	echo 'pin() { if command -v taskset >/dev/null; then taskset -c "$@"; else shift; "$@"; fi; }'
+	echo 'pin 0 sh /tmp/check.sh 0 $RW & p0=$!'
+	echo 'pin 1 sh /tmp/check.sh 1 $RW & p1=$!'
+	echo 'wait $p0 && wait $p1'
 	echo 'echo "VERIFY OK"'
 } >"$work/boot3.sh"
+queues=2
 boot boot3 "$work/boot3.sh" kill
 wait_guest boot3
 grep -q "VERIFY OK" "$work/boot3.console" || die "boot 3 did not verify"
