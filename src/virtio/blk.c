@@ -505,6 +505,10 @@ static void *queue_thread(void *arg)
 	}
 	if (q->need_notify)
 		virtq_notify(q->vq);
+	/* Whoever takes the ring over next (vhost-user front end, a new
+	 * queue_start) finds the driver's kicks on. */
+	if (!q->broken)
+		virtq_enable_kicks(q->vq);
 	return NULL;
 }
 

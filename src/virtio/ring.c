@@ -48,7 +48,10 @@ int virtq_init(struct virtq *vq)
 	vq->avail_event = (volatile uint16_t *)(used + 4 + 8 * n);
 	vq->used_idx = load16(&vq->used_flags[1]);
 	vq->signalled_valid = false;
+	/* A ring handed over mid-life (vhost-user reconnect) may still say
+	 * "no kicks" from its previous server. */
 	vq->kicks_enabled = true;
+	store16(&vq->used_flags[0], 0);
 	return 0;
 }
 
