@@ -60,6 +60,15 @@ void *lsi_dma_ptr(struct lsi *s, uint64_t addr, uint64_t len)
 	return gmem_ptr(s->p.mem, addr, len);
 }
 
+int lsi_dma_reg(const struct lsi *s, uint64_t addr, uint64_t len)
+{
+	if (!s->mmio_base || addr < s->mmio_base ||
+	    addr - s->mmio_base >= s->mmio_size ||
+	    len > s->mmio_size - (addr - s->mmio_base))
+		return -1;
+	return (addr - s->mmio_base) & (LSI_NREGS - 1);
+}
+
 /* ---- interrupts ---------------------------------------------------------- */
 
 void lsi_update_irq(struct lsi *s)
@@ -1228,6 +1237,14 @@ void lsi_ram_io(struct lsi *s, uint64_t off, void *data, unsigned int len,
 		memcpy(s->ram + off, data, len);
 	else
 		memcpy(data, s->ram + off, len);
+	pthread_mutex_unlock(&s->lock);
+}
+
+void lsi_set_mmio_base(struct lsi *s, uint64_t gpa, uint64_t size)
+{
+	pthread_mutex_lock(&s->lock);
+	s->mmio_base = gpa;
+	s->mmio_size = size;
 	pthread_mutex_unlock(&s->lock);
 }
 

@@ -47,6 +47,9 @@ void lsi_ram_io(struct lsi *s, uint64_t off, void *data, unsigned int len,
 /* Where the guest placed the RAM BAR (0: not decoded): SCRIPTS fetches and
  * DMA to that range hit the on-chip RAM, as on the real chip. */
 void lsi_set_ram_base(struct lsi *s, uint64_t gpa);
+/* Where the memory BAR with the registers is (size bytes; 0: not decoded):
+ * memory moves and LOAD/STORE reach the registers there, as on the chip. */
+void lsi_set_mmio_base(struct lsi *s, uint64_t gpa, uint64_t size);
 
 /* Unthreaded mode: reaps backend completions (blocking for one if wait and
  * nothing else can progress) and runs SCRIPTS until they stop or wait, at

@@ -82,6 +82,8 @@ struct lsi {
 	pthread_mutex_t lock;
 	struct lsi_params p;
 	uint64_t ram_base;
+	uint64_t mmio_base;	/* register BAR (0: not decoded) */
+	uint64_t mmio_size;
 
 	/* Register file: multi-byte registers little-endian in place. */
 	uint8_t regs[LSI_NREGS];
@@ -147,6 +149,9 @@ uint8_t lsi_reg_read(struct lsi *s, unsigned int off, bool scripts);
 void lsi_reg_write(struct lsi *s, unsigned int off, uint8_t val, bool scripts);
 void lsi_update_irq(struct lsi *s);
 void *lsi_dma_ptr(struct lsi *s, uint64_t addr, uint64_t len);
+/* Register offset when [addr, addr+len) lies in the chip's own register
+ * window (SCRIPTS may move data to and from their registers), else -1. */
+int lsi_dma_reg(const struct lsi *s, uint64_t addr, uint64_t len);
 
 /* Bus operations. Each returns LSI_BUS_OK, LSI_BUS_WAIT (the target has no
  * REQ yet: retry the instruction later), LSI_BUS_FAULT (bad DMA address) or

@@ -68,6 +68,8 @@ static void bar_mapped(struct pci_dev *pd, unsigned int bar, uint64_t addr,
 
 	if (bar == 2)
 		lsi_set_ram_base(lp->hba, mapped ? addr : 0);
+	else if (bar == 1)
+		lsi_set_mmio_base(lp->hba, mapped ? addr : 0, LSI_MMIO_BAR);
 }
 
 static const struct pci_dev_ops lsi_pci_ops = {

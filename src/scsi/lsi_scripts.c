@@ -419,6 +419,32 @@ static void transfer(struct lsi *s, uint32_t insn, uint32_t arg, uint32_t dsp,
 	}
 }
 
+/* A memory move with the chip's own registers at one end or both
+ * (drivers copy registers to memory and back this way): byte by byte
+ * through the register file, side effects included. */
+static void reg_move(struct lsi *s, uint32_t src, uint32_t dst,
+		     uint32_t count)
+{
+	int rs = lsi_dma_reg(s, src, count), rd = lsi_dma_reg(s, dst, count);
+	uint8_t *ps = rs < 0 ? lsi_dma_ptr(s, src, count) : NULL;
+	uint8_t *pd = rd < 0 ? lsi_dma_ptr(s, dst, count) : NULL;
+
+	if ((rs < 0 && !ps) || (rd < 0 && !pd) || count > LSI_NREGS) {
+		bus_fault(s);
+		return;
+	}
+	for (uint32_t i = 0; i < count; i++) {
+		uint8_t b = rs >= 0 ? lsi_reg_read(s, (rs + i) & 0xff, true) :
+				      ps[i];
+
+		if (rd >= 0)
+			lsi_reg_write(s, (rd + i) & 0xff, b, true);
+		else
+			pd[i] = b;
+	}
+	lsi_set_dbc(s, 0);
+}
+
 static void memory_move(struct lsi *s, uint32_t insn, uint32_t src,
 			uint32_t dsp)
 {
@@ -434,6 +460,10 @@ static void memory_move(struct lsi *s, uint32_t insn, uint32_t src,
 	lsi_set32(s, LSI_DNAD, dst);
 	if (!count)
 		return;
+	if (lsi_dma_reg(s, src, count) >= 0 || lsi_dma_reg(s, dst, count) >= 0) {
+		reg_move(s, src, dst, count);
+		return;
+	}
 	ps = lsi_dma_ptr(s, src, count);
 	pd = lsi_dma_ptr(s, dst, count);
 	if (!ps || !pd) {
@@ -458,6 +488,21 @@ static void load_store(struct lsi *s, uint32_t insn, uint32_t arg)
 	}
 	if (insn & (1u << 28))
 		addr = lsi_get32(s, LSI_DSA) + sext24(arg);
+	if (lsi_dma_reg(s, addr, n) >= 0) {
+		/* register to register through the register window */
+		int r = lsi_dma_reg(s, addr, n);
+
+		for (unsigned int i = 0; i < n; i++) {
+			if (insn & (1u << 24))
+				lsi_reg_write(s, reg + i,
+					      lsi_reg_read(s, (r + i) & 0xff, true),
+					      true);
+			else
+				lsi_reg_write(s, (r + i) & 0xff,
+					      lsi_reg_read(s, reg + i, true), true);
+		}
+		return;
+	}
 	if (insn & (1u << 24)) {
 		if (!dma_read(s, addr, buf, n)) {
 			bus_fault(s);

@@ -59,6 +59,7 @@ static void init(void)
 	if (!ram || !hba || lsi_attach(hba, 0, &be) || lsi_attach(hba, 1, &be))
 		abort();
 	lsi_set_ram_base(hba, 0xf0000000u);
+	lsi_set_mmio_base(hba, 0xf1000000u, 4096);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

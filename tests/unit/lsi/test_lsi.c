@@ -1071,6 +1071,38 @@ static void test_untagged_beside_tagged(void **state)
 	assert_int_equal(ram[dsa_of(5) + OFF_STATUS_BYTE], 0);
 }
 
+/* Memory moves and LOAD/STORE that hit the chip's own register window (the
+ * memory BAR): the registers are read and written, as on the chip. */
+static void test_register_window(void **state)
+{
+	const uint32_t win = 0xf1000000u;
+
+	lsi_set_mmio_base(hba, win, 4096);
+	w32(0x2000, 0x11223344);
+	reg_wr32(LSI_DSA, 0xcafe0000);
+	w32(0x3000, SCR_COPY(4));
+	w32(0x3004, 0x2000);
+	w32(0x3008, win + LSI_SCRATCHB);	/* memory -> SCRATCHB */
+	w32(0x300c, SCR_COPY(4));
+	w32(0x3010, win + 0x400 + LSI_SCRATCHB);	/* a mirror of it */
+	w32(0x3014, 0x2010);			/* SCRATCHB -> memory */
+	w32(0x3018, SCR_LOAD_ABS(LSI_SCRATCHA, 4));
+	w32(0x301c, win + LSI_DSA);		/* DSA -> SCRATCHA */
+	w32(0x3020, SCR_INT);
+	w32(0x3024, 0x33);
+	run_at(0x3000);
+	assert_true(reg_rd(LSI_DSTAT) & LSI_DSTAT_SIR);
+	assert_int_equal(reg_rd32(LSI_SCRATCHB), 0x11223344);
+	assert_int_equal(r32(0x2010), 0x11223344);
+	assert_int_equal(reg_rd32(LSI_SCRATCHA), 0xcafe0000);
+	/* more than the register file in one move: bus fault */
+	w32(0x3000, SCR_COPY(4096));
+	w32(0x3004, win);
+	w32(0x3008, 0x4000);
+	run_at(0x3000);
+	assert_true(reg_rd(LSI_DSTAT) & LSI_DSTAT_BF);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1101,6 +1133,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_high_dma, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_untagged_beside_tagged,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_register_window, setup,
+						teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
