@@ -16,8 +16,13 @@
 # Usage: bench/blk.sh [--secs N] [--region SIZE] [--file PATH] [--mode poll|msix]
 #                     [--wait spin|hlt]
 #                     [--only floor,iovm,qemu,iovm-scsi,qemu-scsi,iovm-lsi,qemu-lsi]
-#                     [--rounds N]
+#                     [--rounds N] [--guest DIR] [--fio-accel kvm|tcg]
 # --mode msix --wait hlt: virtio completions by MSI-X, the vCPU halted between.
+# --only iovm-fio,qemu-fio: the same five jobs with fio (direct=1, libaio, no
+# data verification) on /dev/vda of the default Linux guest (build/guest/
+# bzImage + initramfs.cpio.gz, or --guest DIR) on iovm and on QEMU (virtio-blk-
+# pci, iothread, cache=none, aio=io_uring). Needs hardware KVM to mean
+# anything; --fio-accel tcg runs QEMU's leg under TCG (checks the plumbing).
 # --rounds N repeats floor, iovm and QEMU N times, interleaved, and reports
 # the median of each figure (the host may be shared and noisy).
 # Needs a build (build/iovm, build/guest/probe/probe.elf, build/bench/blk-floor;
@@ -32,10 +37,12 @@ region=$((256 << 20))
 file=$build/bench-blk.img
 mode=poll
 wait=spin
+guest=""
+fio_accel=kvm
 only=floor,iovm,qemu,iovm-scsi,qemu-scsi,iovm-lsi,qemu-lsi
 rounds=1
 
-usage() { sed -n '2,24s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
+usage() { sed -n '2,29s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
 tobytes() {
 	case $1 in
 	*[kK]) echo $((${1%?} << 10)) ;;
@@ -52,6 +59,8 @@ while [ $# -gt 0 ]; do
 	--file) file=$2; shift 2 ;;
 	--mode) mode=$2; shift 2 ;;
 	--wait) wait=$2; shift 2 ;;
+	--guest) guest=$2; shift 2 ;;
+	--fio-accel) fio_accel=$2; shift 2 ;;
 	--only) only=$2; shift 2 ;;
 	--rounds) rounds=$2; shift 2 ;;
 	-h | --help) usage 0 ;;
@@ -62,6 +71,7 @@ case $mode in poll | msix) ;; *) echo "blk.sh: --mode is poll or msix" >&2; exit
 case $mode,$wait in poll,spin | msix,spin | msix,hlt) ;;
 *) echo "blk.sh: --wait is spin or hlt (hlt needs --mode msix)" >&2; exit 2 ;; esac
 case $secs in '' | *[!0-9]*) echo "blk.sh: bad --secs" >&2; exit 2 ;; esac
+case $fio_accel in kvm | tcg) ;; *) echo "blk.sh: --fio-accel is kvm or tcg" >&2; exit 2 ;; esac
 case $rounds in '' | 0 | *[!0-9]*) echo "blk.sh: bad --rounds" >&2; exit 2 ;; esac
 [ $((region % 65536)) = 0 ] && [ "$region" -gt 0 ] ||
 	{ echo "blk.sh: --region must be a multiple of 64k" >&2; exit 2; }
@@ -212,6 +222,70 @@ case ,$only, in *,qemu-lsi,*)
 	fi
 	;;
 esac
+case ,$only, in *,iovm-fio,* | *,qemu-fio,*)
+	guest=${guest:-$build/guest}
+	for f in "$guest/bzImage" "$guest/initramfs.cpio.gz"; do
+		[ -r "$f" ] || { echo "blk.sh: $f missing: tools/mkguest.sh $guest" >&2; exit 1; }
+	done
+	# The guest script prints the probe's line format (start marker, job
+	# lines, PASS), so run_vmm and the table serve both. Terse v3 fields:
+	# read kb/bw/iops 6/7/8, clat p99 18, lat mean 40; writes are +41.
+	fio_b64=$(sed -e "s/@SECS@/$secs/; s/@OFF@/$offset/; s/@LEN@/$region/" <<'GUEST' | base64 -w0
+dev=/dev/vda
+[ -b $dev ] || { echo "fio: no $dev"; exit 1; }
+echo "probe: bench region offset=@OFF@ len=@LEN@ secs=@SECS@ fio"
+ok=1
+for j in randread-4k-qd1:randread:4096:1 randread-4k-qd32:randread:4096:32 \
+	randwrite-4k-qd32:randwrite:4096:32 seqread-64k-qd16:read:65536:16 \
+	seqwrite-64k-qd16:write:65536:16; do
+	set -- $(echo $j | tr : ' ')
+	case $2 in *write) w=1 ;; *) w=0 ;; esac
+	out=$(fio --name=$1 --filename=$dev --direct=1 --ioengine=libaio \
+		--rw=$2 --bs=$3 --iodepth=$4 --offset=@OFF@ --size=@LEN@ \
+		--runtime=@SECS@ --time_based --randrepeat=0 --norandommap \
+		--output-format=terse --terse-version=3 --percentile_list=99) ||
+		{ echo "fio: $1 failed"; ok=0; continue; }
+	echo "$out" | awk -F';' -v name=$1 -v bs=$3 -v w=$w '{
+		o = w ? 41 : 0; split($(18 + o), p, "=")
+		printf "job=%s iops=%d bw_mbs=%.1f lat_mean_us=%.1f lat_p99_us=%.1f ios=%d\n",
+			name, $(8 + o), $(7 + o) * 1024 / 1e6, $(40 + o), p[2],
+			$(6 + o) * 1024 / bs }'
+done
+[ $ok = 1 ] && echo "probe: PASS"
+GUEST
+)
+	fio_append="console=ttyS0 quiet iovm.net=0 iovm.cmd=$fio_b64"
+	;;
+esac
+case ,$only, in *,iovm-fio,*)
+	echo "== iovm, fio in Linux"
+	if [ -d /sys/module/kvm_pvm ]; then
+		echo "blk.sh: iovm-fio skipped: /dev/kvm is PVM here, where Linux cannot boot" >&2
+	else
+	run_vmm iovm-fio "$iovm" run --kernel "$guest/bzImage" \
+		--initrd "$guest/initramfs.cpio.gz" --memory 1G --cpus 2 \
+		--disk "path=$file,cache=none" --append "$fio_append" || failed=1
+	grep '^job=' "$tmp/iovm-fio.log"
+	rm -f "$tmp/iovm-fio.log"
+	fi
+	;;
+esac
+case ,$only, in *,qemu-fio,*)
+	echo "== QEMU, fio in Linux (accel $fio_accel)"
+	if [ -n "$qemu" ]; then
+		run_vmm qemu-fio "$qemu" -accel "$fio_accel" -nographic -no-reboot \
+			-m 1G -smp 2 -kernel "$guest/bzImage" \
+			-initrd "$guest/initramfs.cpio.gz" -append "$fio_append" \
+			-device isa-debug-exit,iobase=0xf4,iosize=1 \
+			-object iothread,id=io0 \
+			-drive "file=$file,if=none,id=d0,format=raw,cache=none,aio=io_uring" \
+			-device virtio-blk-pci,drive=d0,disable-legacy=on,iothread=io0 ||
+			failed=1
+		grep '^job=' "$tmp/qemu-fio.log"
+		rm -f "$tmp/qemu-fio.log"
+	fi
+	;;
+esac
 done
 
 echo
@@ -252,8 +326,8 @@ END {
 	printf "%-18s %-9s %9s %9s %11s %11s %11s\n", "job", "who", "iops", "MB/s", "mean_us", "p99_us", "cpu_us/io"
 	for (i = 1; i <= njobs; i++) {
 		j = order[i]
-		split("floor iovm qemu iovm-scsi qemu-scsi iovm-lsi qemu-lsi", w, " ")
-		for (k = 1; k <= 7; k++)
+		nw = split("floor iovm qemu iovm-scsi qemu-scsi iovm-lsi qemu-lsi iovm-fio qemu-fio", w, " ")
+		for (k = 1; k <= nw; k++)
 			if ((w[k], j) in iops)
 				printf "%-18s %-9s %9s %9s %11s %11s %11s\n", j, w[k], iops[w[k], j], bw[w[k], j], mean[w[k], j], p99[w[k], j], v(cpu[w[k], j])
 	}
@@ -269,6 +343,13 @@ END {
 			printf "%-18s %17s %17s %15s %15s\n", j, r(iops["iovm-scsi", j], iops["qemu-scsi", j]), r(cpu["iovm-scsi", j], cpu["qemu-scsi", j]), r(iops["iovm-scsi", j], iops["iovm", j]), r(iops["qemu-scsi", j], iops["qemu", j])
 		}
 		printf "virtio-scsi write/read: iovm 64k %s 16k %s, qemu 64k %s 16k %s\n", r(iops["iovm-scsi", "seqwrite-64k-qd16"], iops["iovm-scsi", "seqread-64k-qd16"]), r(iops["iovm-scsi", "seqwrite-16k-qd16"], iops["iovm-scsi", "seqread-16k-qd16"]), r(iops["qemu-scsi", "seqwrite-64k-qd16"], iops["qemu-scsi", "seqread-64k-qd16"]), r(iops["qemu-scsi", "seqwrite-16k-qd16"], iops["qemu-scsi", "seqread-16k-qd16"])
+	}
+	if (("iovm-fio", "seqread-64k-qd16") in iops || ("qemu-fio", "seqread-64k-qd16") in iops) {
+		printf "\n%-18s %18s %18s\n", "job", "fio iops iovm/qemu", "fio p99 iovm/qemu"
+		for (i = 1; i <= njobs; i++) {
+			j = order[i]
+			printf "%-18s %18s %18s\n", j, r(iops["iovm-fio", j], iops["qemu-fio", j]), r(p99["iovm-fio", j], p99["qemu-fio", j])
+		}
 	}
 	if (("iovm-lsi", "seqread-64k-qd16") in iops) {
 		printf "\n%-18s %16s %18s %16s\n", "job", "LSI iops iovm/qemu", "LSI cpu/io iovm/qemu", "iovm LSI/virtio"
