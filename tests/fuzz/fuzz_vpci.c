@@ -26,6 +26,11 @@ static char path[64];
 static struct fake_vm fake;
 static struct gmem mem;
 
+static void remove_disk(void)
+{
+	unlink(path);
+}
+
 static void setup(void)
 {
 	int fd;
@@ -37,6 +42,7 @@ static void setup(void)
 	if (fd < 0 || ftruncate(fd, 1 << 20))
 		abort();
 	close(fd);
+	atexit(remove_disk);	/* reopened for every input */
 	mem.n = 1;
 	mem.r[0] = (struct gmem_region){ 0, RAM, ram };
 }
