@@ -162,8 +162,11 @@ static bool process_ring(struct v9p *v)
 			/* Registered in arrival order, for Tflush. */
 			p9_req_begin(v->sess, &s->req, s->iov, s->e.out_num);
 			if (p9_req_may_block(s->iov, s->e.out_num)) {
+				/* An idle thread starts on it now: the poller
+				 * may go on popping, or wait for a free slot. */
 				pthread_mutex_lock(&v->lock);
 				enqueue_locked(v, s);
+				pthread_cond_signal(&v->cond);
 				pthread_mutex_unlock(&v->lock);
 			} else {
 				serve(v, s);

@@ -261,6 +261,64 @@ static void test_concurrent(void **state)
 	assert_int_not_equal(order[2], 2);	/* the getattr did not wait */
 }
 
+/* A full ring of data requests (more than there are threads) at once:
+ * every one is answered. */
+static void test_full_ring(void **state)
+{
+	struct fx *f = *state;
+	const unsigned int n = VIRTIO_9P_QUEUE_SIZE;
+	uint64_t reqs = vdriver_alloc(&f->d, 64 * n);
+	uint64_t reps = vdriver_alloc(&f->d, 4096 * n);
+	struct p9_msg t, r;
+	bool seen[VIRTIO_9P_QUEUE_SIZE] = { false };
+	char p[128];
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/small", f->dir);
+	fd = open(p, O_CREAT | O_WRONLY, 0644);
+	assert_int_equal(ftruncate(fd, 1 << 20), 0);
+	close(fd);
+	mount_share(f);
+	t = (struct p9_msg){ .type = P9_TWALK };
+	t.u.twalk.fid = 0;
+	t.u.twalk.newfid = 1;
+	t.u.twalk.nwname = 1;
+	t.u.twalk.wname[0] = S("small");
+	assert_int_equal(rpc(f, &t, &r), 0);
+	t = (struct p9_msg){ .type = P9_TLOPEN };
+	t.u.tlopen.fid = 1;
+	assert_int_equal(rpc(f, &t, &r), 0);
+	for (unsigned int i = 0; i < n; i++) {
+		uint8_t *rq = vdriver_ptr(&f->d, reqs + 64 * i, 64);
+		struct vbuf b[2];
+		int len;
+
+		t = (struct p9_msg){ .type = P9_TREAD, .tag = i };
+		t.u.tread.fid = 1;
+		t.u.tread.offset = 4096 * i;
+		t.u.tread.count = 4096 - P9_IOHDRSZ;
+		len = p9_encode(&t, rq, 64);
+		b[0] = (struct vbuf){ reqs + 64 * i, len, false };
+		b[1] = (struct vbuf){ reps + 4096 * i, 4096, true };
+		/* indirect: one ring descriptor per request */
+		assert_true(vdriver_add(&f->d, 0, b, 2, true) >= 0);
+	}
+	vdriver_kick(&f->d, 0);
+	for (unsigned int i = 0; i < n; i++) {
+		uint32_t id, used;
+
+		assert_int_equal(vdriver_wait_used(&f->d, 0, &id, &used, 10000), 1);
+		assert_int_equal(used, 4096);
+	}
+	for (unsigned int i = 0; i < n; i++) {
+		uint8_t *rp = vdriver_ptr(&f->d, reps + 4096 * i, 16);
+
+		assert_int_equal(rp[4], P9_RREAD);
+		assert_false(seen[p9_get16(rp + 5)]);
+		seen[p9_get16(rp + 5)] = true;
+	}
+}
+
 static void test_broken_chains(void **state)
 {
 	struct fx *f = *state;
@@ -335,6 +393,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_config_tag, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_requests_over_the_ring, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_full_ring, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_broken_chains, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reset_ends_session, setup, teardown),
 		cmocka_unit_test(test_create_errors),
