@@ -39,7 +39,8 @@ struct v9p {
 	unsigned int nthreads;
 	bool polling;			/* a thread owns the kick fd */
 	pthread_mutex_t lock;		/* slots, ready queue, stop */
-	pthread_cond_t cond;
+	pthread_cond_t cond;		/* idle threads: work or polling */
+	pthread_cond_t slot_cond;	/* a slot was freed */
 	pthread_mutex_t push_lock;	/* the used ring */
 	struct v9p_slot *slots;
 	struct iovec *iovs;
@@ -73,8 +74,8 @@ static void slot_release(struct v9p *v, struct v9p_slot *s)
 	pthread_mutex_lock(&v->lock);
 	s->next = v->free_list;
 	v->free_list = s;
-	v->inflight--;
-	pthread_cond_broadcast(&v->cond);
+	__atomic_sub_fetch(&v->inflight, 1, __ATOMIC_RELAXED);
+	pthread_cond_broadcast(&v->slot_cond);
 	pthread_mutex_unlock(&v->lock);
 }
 
@@ -100,11 +101,11 @@ static struct v9p_slot *take_slot(struct v9p *v)
 
 	pthread_mutex_lock(&v->lock);
 	while (!v->free_list && !v->stop)
-		pthread_cond_wait(&v->cond, &v->lock);
+		pthread_cond_wait(&v->slot_cond, &v->lock);
 	s = v->stop ? NULL : v->free_list;
 	if (s) {
 		v->free_list = s->next;
-		v->inflight++;
+		__atomic_add_fetch(&v->inflight, 1, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&v->lock);
 	return s;
@@ -186,16 +187,18 @@ static uint64_t now_ns(void)
 }
 
 /* Waits for a kick (or a stop, which also writes the kick eventfd). A
- * driver waiting for one reply usually sends its next request within
- * microseconds: watching the ring for a short while first saves a thread
- * wake-up per request on that path (as QEMU's adaptive iothread polling
- * does). */
+ * driver that got its last reply usually sends its next request within
+ * microseconds: when nothing is in flight, watching the ring for a short
+ * while first saves a thread wake-up per request on that path (as QEMU's
+ * adaptive iothread polling does). With requests in flight the CPU is
+ * left to the threads serving them. */
 static void wait_kick(struct v9p *v)
 {
 	struct pollfd pfd = { .fd = v->vq->kick_fd, .events = POLLIN };
 	uint64_t cnt, until = now_ns() + VIRTIO_9P_POLL_NS;
 
-	while (now_ns() < until) {
+	while (!__atomic_load_n(&v->inflight, __ATOMIC_RELAXED) &&
+	       now_ns() < until) {
 		if (virtq_avail_count(v->vq) || __atomic_load_n(&v->stop, __ATOMIC_RELAXED))
 			return;
 		__builtin_ia32_pause();
@@ -249,7 +252,7 @@ static void *v9p_thread(void *arg)
 			/* Serve one queued request here; another thread
 			 * takes over polling and the rest of the queue. */
 			v->polling = false;
-			pthread_cond_broadcast(&v->cond);
+			pthread_cond_signal(&v->cond);
 			continue;
 		}
 		pthread_mutex_unlock(&v->lock);
@@ -312,6 +315,7 @@ static int v9p_queue_start(struct virtio_dev *dev, unsigned int index,
 		pthread_mutex_lock(&v->lock);
 		v->stop = true;
 		pthread_cond_broadcast(&v->cond);
+		pthread_cond_broadcast(&v->slot_cond);
 		pthread_mutex_unlock(&v->lock);
 		for (unsigned int i = 0; i < v->nthreads; i++)
 			pthread_join(v->threads[i], NULL);
@@ -334,9 +338,10 @@ static void v9p_queue_stop(struct virtio_dev *dev, unsigned int index)
 	/* Drain: every popped request is served and pushed first. */
 	pthread_mutex_lock(&v->lock);
 	while (v->inflight)
-		pthread_cond_wait(&v->cond, &v->lock);
+		pthread_cond_wait(&v->slot_cond, &v->lock);
 	v->stop = true;
 	pthread_cond_broadcast(&v->cond);
+	pthread_cond_broadcast(&v->slot_cond);
 	pthread_mutex_unlock(&v->lock);
 	if (write(v->vq->kick_fd, &one, sizeof(one)) < 0)
 		pr_warn("virtio-9p: waking the queue thread: %s", strerror(errno));
@@ -378,6 +383,7 @@ static void v9p_destroy(struct virtio_dev *dev)
 	p9_server_close(v->srv);
 	pthread_mutex_destroy(&v->lock);
 	pthread_cond_destroy(&v->cond);
+	pthread_cond_destroy(&v->slot_cond);
 	pthread_mutex_destroy(&v->push_lock);
 	free(v->config);
 	free(v);
@@ -422,6 +428,7 @@ struct virtio_dev *virtio_9p_create(const struct share_cfg *cfg, char *err,
 	memcpy(v->config + 2, cfg->tag, tl);
 	pthread_mutex_init(&v->lock, NULL);
 	pthread_cond_init(&v->cond, NULL);
+	pthread_cond_init(&v->slot_cond, NULL);
 	pthread_mutex_init(&v->push_lock, NULL);
 	v->dev.name = "virtio-9p";
 	v->dev.device_id = VIRTIO_ID_9P;
