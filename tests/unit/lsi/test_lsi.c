@@ -1103,6 +1103,34 @@ static void test_register_window(void **state)
 	assert_true(reg_rd(LSI_DSTAT) & LSI_DSTAT_BF);
 }
 
+/* IDENTIFY without the disconnect privilege: the target keeps the bus
+ * while the backend works (no REQ), the SCRIPTS wait in the phase check,
+ * and go on when the data is in, without a reselection. */
+static void test_no_disconnect_privilege(void **state)
+{
+	uint8_t cdb[10];
+	struct sg sg = { DBUF, 8192 };
+
+	fake_blkq_order(FAKE_HOLD);
+	rw10(cdb, 0x28, 32, 16);
+	make_cmd(3, 0, cdb, 10, LSI_PHASE_DATA_IN, &sg, 1);
+	w32(dsa_of(3) + OFF_MSGOUT, 1);
+	ram[dsa_of(3) + OFF_MSGOUT_BYTES] = LSI_MSG_IDENTIFY;	/* no 0x40 */
+	queue_job(3);
+	kick(true);
+	run();
+	assert_int_equal(ndone(), 0);
+	assert_true(reg_rd(LSI_ISTAT) & LSI_ISTAT_CON);
+	assert_int_equal(reg_rd(LSI_SBCL) & LSI_SBCL_REQ, 0);
+	assert_int_equal(reg_rd(LSI_ISTAT) & (LSI_ISTAT_DIP | LSI_ISTAT_SIP), 0);
+	fake_blkq_order(FAKE_FIFO);
+	run();
+	expect_idle();
+	assert_int_equal(ndone(), 1);
+	assert_int_equal(ram[dsa_of(3) + OFF_STATUS_BYTE], 0);
+	assert_int_equal(ram[DBUF + 8191], pattern(32 * 512 + 8191));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1135,6 +1163,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_register_window, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_no_disconnect_privilege,
+						setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
