@@ -71,24 +71,96 @@ static void unmap_file(struct file_map *f)
 		munmap((void *)f->p, f->len);
 }
 
-/* Decompresses the kernel on the host when iovm knows the payload's
- * format; vi->nseg stays 0 (boot through the decompressor) otherwise. */
-static int extract_vmlinux(const struct vm_config *cfg, const struct file_map *k,
-			   const struct bzimage_info *bi, uint8_t **elf,
-			   struct vmlinux_image *vi, char *err, size_t errlen)
+/* Size of a file the user named, with a clear error. */
+static int file_size(const char *path, const char *what, size_t *size)
 {
-	size_t len;
+	struct stat st;
+
+	if (stat(path, &st)) {
+		pr_err("cannot open %s '%s': %s", what, path, strerror(errno));
+		return -errno;
+	}
+	if (!S_ISREG(st.st_mode) || !st.st_size) {
+		pr_err("%s '%s' is %s", what, path, S_ISREG(st.st_mode) ? "empty" :
+		       "not a regular file");
+		return -EINVAL;
+	}
+	*size = st.st_size;
+	return 0;
+}
+
+/* Reads a whole file straight into guest RAM: no host-side copy of it
+ * stays resident. */
+static int read_into(const char *path, const char *what, uint8_t *dst, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	size_t done = 0;
+
+	if (fd < 0) {
+		pr_err("cannot open %s '%s': %s", what, path, strerror(errno));
+		return -errno;
+	}
+	while (done < size) {
+		ssize_t n = pread(fd, dst + done, size - done, done);
+
+		if (n <= 0) {
+			if (n < 0 && errno == EINTR)
+				continue;
+			pr_err("cannot read %s '%s': %s", what, path,
+			       n < 0 ? strerror(errno) : "file shrank while being read");
+			close(fd);
+			return n < 0 ? -errno : -EIO;
+		}
+		done += n;
+	}
+	close(fd);
+	return 0;
+}
+
+/* Decompresses the kernel on the host when iovm knows the payload's
+ * format; vi->nseg stays 0 (boot through the decompressor) otherwise. The
+ * ELF goes to guest RAM above the kernel's own range when it fits there;
+ * after its segments are copied into place those pages are dropped. */
+static int load_vmlinux(struct vm *vm, const struct vm_config *cfg,
+			const struct file_map *k, const struct bzimage_info *bi,
+			struct vmlinux_image *vi, char *err, size_t errlen)
+{
+	uint64_t low_end = e820_low_ram_end(cfg->mem_size);
+	uint64_t sgpa = (bi->pref_address + bi->init_size + (2u << 20) - 1) & ~((2ull << 20) - 1);
+	uint8_t *scratch = NULL, *elf;
+	size_t slen = 0, len;
 	int ret;
 
 	memset(vi, 0, sizeof(*vi));
-	ret = vmlinux_extract(k->p, k->len, bi, elf, &len, err, errlen);
+	if (sgpa > HIGH_MEMORY && sgpa < low_end) {
+		slen = low_end - sgpa;
+		scratch = gmem_ptr(vm_gmem(vm), sgpa, slen);
+	}
+	ret = vmlinux_extract(k->p, k->len, bi, scratch, scratch ? slen : 0, &elf, &len,
+			      err, errlen);
 	if (ret == -ENOTSUP) {
 		pr_debug("bzImage payload format unknown: booting through its decompressor");
 		return 0;
 	}
 	if (ret)
 		return ret;
-	ret = vmlinux_parse(*elf, len, e820_low_ram_end(cfg->mem_size), vi, err, errlen);
+	ret = vmlinux_parse(elf, len, low_end, vi, err, errlen);
+	if (!ret && elf == scratch && vi->end > sgpa) {
+		/* The kernel reaches into the scratch area (init_size
+		 * understated): copy out of the way first. */
+		uint8_t *copy = malloc(len);
+
+		if (!copy)
+			ret = -ENOMEM, snprintf(err, errlen, "out of memory");
+		else
+			elf = memcpy(copy, elf, len);
+	}
+	if (!ret && vmlinux_load(vm_gmem(vm), elf, vi))
+		ret = -EINVAL, snprintf(err, errlen, "kernel outside guest RAM");
+	if (elf == scratch)
+		madvise(scratch, (len + 4095) & ~4095ul, MADV_DONTNEED);
+	else
+		free(elf);
 	return ret;
 }
 
@@ -96,17 +168,16 @@ static int load_bzimage(struct vm *vm, const struct vm_config *cfg,
 			const struct file_map *k, const struct bzimage_info *bi,
 			struct boot_entry *entry)
 {
-	struct file_map rd = { 0 };
 	struct bzimage_layout lay;
 	struct bzimage_info placed = *bi;
 	struct vmlinux_image vi;
-	uint8_t *elf = NULL;
+	size_t rdlen = 0;
 	char err[256] = "";
 	int ret;
 
-	if (cfg->initrd && (ret = map_file(cfg->initrd, "initrd", &rd)))
+	if (cfg->initrd && (ret = file_size(cfg->initrd, "initrd", &rdlen)))
 		return ret;
-	ret = extract_vmlinux(cfg, k, bi, &elf, &vi, err, sizeof(err));
+	ret = load_vmlinux(vm, cfg, k, bi, &vi, err, sizeof(err));
 	if (!ret && vi.nseg) {
 		/* The decompressed kernel sits at its link address. */
 		placed.pref_address = vi.start;
@@ -114,26 +185,26 @@ static int load_bzimage(struct vm *vm, const struct vm_config *cfg,
 		placed.relocatable = false;
 	}
 	if (!ret)
-		ret = bzimage_place(&placed, cfg->mem_size, rd.len, &lay, err, sizeof(err));
+		ret = bzimage_place(&placed, cfg->mem_size, rdlen, &lay, err, sizeof(err));
 	if (!ret)
 		ret = bzimage_setup(vm_gmem(vm), k->p, bi, &lay, cfg->mem_size,
 				    cfg->append ? cfg->append : "", err, sizeof(err));
-	if (!ret && (vi.nseg ? vmlinux_load(vm_gmem(vm), elf, &vi) :
-			       bzimage_copy_kernel(vm_gmem(vm), k->p, bi, &lay)))
+	if (!ret && !vi.nseg && bzimage_copy_kernel(vm_gmem(vm), k->p, bi, &lay))
 		ret = -EINVAL, snprintf(err, sizeof(err), "kernel outside guest RAM");
-	if (!ret && rd.len) {
-		void *dst = gmem_ptr(vm_gmem(vm), lay.initrd_addr, rd.len);
-
-		if (dst)
-			memcpy(dst, rd.p, rd.len);
-		else
-			ret = -EINVAL, snprintf(err, sizeof(err), "initrd outside guest RAM");
-	}
-	free(elf);
-	unmap_file(&rd);
 	if (ret) {
 		pr_err("%s: %s", cfg->kernel, err);
 		return ret;
+	}
+	if (rdlen) {
+		uint8_t *dst = gmem_ptr(vm_gmem(vm), lay.initrd_addr, rdlen);
+
+		if (!dst) {
+			pr_err("%s: initrd outside guest RAM", cfg->initrd);
+			return -EINVAL;
+		}
+		ret = read_into(cfg->initrd, "initrd", dst, rdlen);
+		if (ret)
+			return ret;
 	}
 	pr_debug("Linux %s, boot protocol %u.%02u, %s at 0x%llx",
 		 bi->kernel_version[0] ? bi->kernel_version : "(no version string)",

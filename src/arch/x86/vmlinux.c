@@ -49,12 +49,13 @@ static int unzstd(const uint8_t *in, size_t inlen, uint8_t *out, size_t outlen)
 }
 
 int vmlinux_extract(const uint8_t *img, size_t len, const struct bzimage_info *bi,
-		    uint8_t **out, size_t *outlen, char *err, size_t errlen)
+		    uint8_t *scratch, size_t scratch_len, uint8_t **out,
+		    size_t *outlen, char *err, size_t errlen)
 {
+	int (*decode)(const uint8_t *in, size_t inlen, uint8_t *out, size_t outlen);
 	const uint8_t *p;
 	size_t plen, size;
 	uint8_t *buf;
-	int ret;
 
 	if (!bi->payload_length || bi->payload_offset > bi->kernel_size ||
 	    bi->payload_length > bi->kernel_size - bi->payload_offset ||
@@ -68,26 +69,21 @@ int vmlinux_extract(const uint8_t *img, size_t len, const struct bzimage_info *b
 		return fail("bzImage payload claims %zu bytes decompressed", size);
 	if (!memcmp(p, "\xfd" "7zXZ", 6)) {
 		plen -= 4;	/* xz wants exactly the stream */
-		buf = malloc(size);
-		if (!buf)
-			return -ENOMEM;
-		ret = unxz(p, plen, buf, size);
+		decode = unxz;
 	} else if (!memcmp(p, "\x28\xb5\x2f\xfd", 4)) {
 		plen -= 4;	/* zstd wants exactly the frame */
-		buf = malloc(size);
-		if (!buf)
-			return -ENOMEM;
-		ret = unzstd(p, plen, buf, size);
+		decode = unzstd;
 	} else if (p[0] == 0x1f && p[1] == 0x8b) {
-		buf = malloc(size);
-		if (!buf)
-			return -ENOMEM;
-		ret = gunzip(p, plen, buf, size);
+		decode = gunzip;
 	} else {
 		return -ENOTSUP;
 	}
-	if (ret) {
-		free(buf);
+	buf = scratch && size <= scratch_len ? scratch : malloc(size);
+	if (!buf)
+		return -ENOMEM;
+	if (decode(p, plen, buf, size)) {
+		if (buf != scratch)
+			free(buf);
 		return fail("corrupt bzImage: its compressed kernel does not decompress");
 	}
 	*out = buf;

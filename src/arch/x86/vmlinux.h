@@ -25,11 +25,15 @@ struct vmlinux_image {
 	unsigned int nseg;
 };
 
-/* Decompresses the bzImage's payload (xz, zstd or gzip) into a malloc'ed buffer.
- * Returns 0, -ENOTSUP for a payload format iovm cannot decompress (then
- * the in-guest decompressor is used), or -EINVAL with a message. */
+/* Decompresses the bzImage's payload (xz, zstd or gzip) into scratch when
+ * it fits there (then *out == scratch: iovm passes unused guest RAM, so no
+ * kernel-sized host buffer stays resident), else into a malloc'ed buffer
+ * the caller frees. Returns 0, -ENOTSUP for a payload format iovm cannot
+ * decompress (then the in-guest decompressor is used), or -EINVAL with a
+ * message. */
 int vmlinux_extract(const uint8_t *img, size_t len, const struct bzimage_info *bi,
-		    uint8_t **out, size_t *outlen, char *err, size_t errlen);
+		    uint8_t *scratch, size_t scratch_len, uint8_t **out,
+		    size_t *outlen, char *err, size_t errlen);
 
 /* Checks an x86-64 ELF executable and its loadable segments, which must
  * lie in [1 MiB, low_ram_end). */

@@ -249,7 +249,7 @@ static void test_vmlinux_payload(void **state)
 	wr32(img + 0x248, 0x100);
 	wr32(img + 0x24c, clen);
 	assert_int_equal(bzimage_parse(img, len, &bi, err, sizeof(err)), 0);
-	assert_int_equal(vmlinux_extract(img, len, &bi, &out, &outlen, err, sizeof(err)), 0);
+	assert_int_equal(vmlinux_extract(img, len, &bi, NULL, 0, &out, &outlen, err, sizeof(err)), 0);
 	assert_int_equal(outlen, sizeof(elf));
 	assert_memory_equal(out, elf, sizeof(elf));
 	assert_int_equal(vmlinux_parse(out, outlen, RAM, &vi, err, sizeof(err)), 0);
@@ -270,14 +270,14 @@ static void test_vmlinux_payload(void **state)
 	free(out);
 	/* A corrupted stream is an error, an unknown format falls back. */
 	img[IMG_SETUP + 0x100 + 20] ^= 0xff;
-	assert_int_equal(vmlinux_extract(img, len, &bi, &out, &outlen, err, sizeof(err)),
+	assert_int_equal(vmlinux_extract(img, len, &bi, NULL, 0, &out, &outlen, err, sizeof(err)),
 			 -EINVAL);
 	img[IMG_SETUP + 0x100] = 0;
-	assert_int_equal(vmlinux_extract(img, len, &bi, &out, &outlen, err, sizeof(err)),
+	assert_int_equal(vmlinux_extract(img, len, &bi, NULL, 0, &out, &outlen, err, sizeof(err)),
 			 -ENOTSUP);
 	/* Payload fields pointing outside the image. */
 	bi.payload_length = 0xffffff00;
-	assert_int_equal(vmlinux_extract(img, len, &bi, &out, &outlen, err, sizeof(err)),
+	assert_int_equal(vmlinux_extract(img, len, &bi, NULL, 0, &out, &outlen, err, sizeof(err)),
 			 -ENOTSUP);
 	free(img);
 }
@@ -467,13 +467,26 @@ static void test_vmlinux_formats(void **state)
 		wr32(img + 0x248, 0x200);
 		wr32(img + 0x24c, clen);
 		assert_int_equal(bzimage_parse(img, len, &bi, err, sizeof(err)), 0);
-		assert_int_equal(vmlinux_extract(img, len, &bi, &out, &outlen, err, sizeof(err)), 0);
+		assert_int_equal(vmlinux_extract(img, len, &bi, NULL, 0, &out, &outlen, err, sizeof(err)), 0);
 		assert_int_equal(outlen, sizeof(elf));
 		assert_memory_equal(out, elf, sizeof(elf));
 		free(out);
+		/* Into a scratch area big enough: no allocation. */
+		{
+			static uint8_t scratch[8192];
+
+			assert_int_equal(vmlinux_extract(img, len, &bi, scratch, sizeof(elf), &out,
+							 &outlen, err, sizeof(err)), 0);
+			assert_ptr_equal(out, scratch);
+			assert_memory_equal(scratch, elf, sizeof(elf));
+			assert_int_equal(vmlinux_extract(img, len, &bi, scratch, sizeof(elf) - 1,
+							 &out, &outlen, err, sizeof(err)), 0);
+			assert_ptr_not_equal(out, scratch);
+			free(out);
+		}
 		/* A size trailer that lies is caught. */
 		wr32(img + IMG_SETUP + 0x200 + clen - 4, sizeof(elf) + 1);
-		assert_int_equal(vmlinux_extract(img, len, &bi, &out, &outlen, err, sizeof(err)),
+		assert_int_equal(vmlinux_extract(img, len, &bi, NULL, 0, &out, &outlen, err, sizeof(err)),
 				 -EINVAL);
 		free(img);
 	}
