@@ -1,7 +1,8 @@
 /* virtio-scsi tests and benchmark:
  *   test=vscsi   INQUIRY (standard, VPD), READ CAPACITY 10/16, REPORT LUNS,
  *                READ/WRITE 10/16 on split buffers, errors with sense data,
- *                BAD_TARGET, OVERRUN, SYNCHRONIZE CACHE, task management
+ *                BAD_TARGET, OVERRUN, SYNCHRONIZE CACHE, write-through
+ *                (WCE cleared by MODE SELECT, read back), task management
  *                (ABORT TASK with commands in flight, LU and I_T nexus
  *                reset with their unit attention), then random writes and
  *                verified reads at 4k/16k/64k, QD 1 and 32; prints the
@@ -265,6 +266,57 @@ static void test_rw_errors(struct vscsi *s, uint64_t seed, uint64_t off)
 	pr("probe: vscsi absent target: BAD_TARGET\n");
 }
 
+/* The caching mode page's WCE bit, through MODE SENSE(10). */
+static bool wce(struct vscsi *s, uint8_t *b)
+{
+	const uint8_t ms[10] = { 0x5a, 0x08, 0x08, 0, 0, 0, 0, 0, 64, 0 };
+	struct vscsi_io io;
+
+	vscsi_run(s, &io, tgt, lun, ms, 10, b, 64, true);
+	expect_good(&io, "MODE SENSE(10) caching page");
+	if ((b[8] & 0x3f) != 0x08 || b[9] < 10)
+		probe_fail("MODE SENSE(10): no caching page");
+	return b[10] & 0x04;
+}
+
+/* Write-through: clear WCE with MODE SELECT(10), check it reads back,
+ * write and verify with it off, then set it again. */
+static void test_wce(struct vscsi *s, uint64_t seed, uint64_t off)
+{
+	uint8_t *b = buf_alloc(4096), *p = buf_alloc(4096);
+	struct vscsi_job w = { .name = "writethrough", .write = true, .bs = 16384,
+			       .qd = 8, .off = off, .len = 1 << 20, .seed = seed,
+			       .target = tgt, .lun = lun, .block_size = block_size };
+	struct vscsi_job r = w;
+	struct vscsi_io io;
+	uint8_t sel[10] = { 0x55, 0x10, 0, 0, 0, 0, 0, 0, 0, 0 };
+	uint32_t plen;
+
+	if (!wce(s, b))
+		probe_fail("write cache off at start");
+	for (int on = 0; on < 2; on++) {
+		plen = 8 + 2 + b[9];
+		memset(p, 0, 8);		/* mode parameter header, no descriptors */
+		memcpy(p + 8, b + 8, plen - 8);
+		p[8] &= 0x3f;			/* PS is reserved in MODE SELECT */
+		p[10] = on ? p[10] | 0x04 : p[10] & ~0x04;
+		sel[8] = plen;
+		vscsi_run(s, &io, tgt, lun, sel, 10, p, plen, false);
+		expect_good(&io, "MODE SELECT(10) caching page");
+		if (wce(s, b) != on)
+			probe_fail("WCE=%d did not stick", on);
+		pr("probe: vscsi MODE SELECT WCE=%d: read back\n", on);
+		if (on)
+			break;
+		vscsi_job_run(s, &w);
+		r.name = "writethrough-verify";
+		r.write = false;
+		r.verify = true;
+		vscsi_job_run(s, &r);
+		pr("probe: vscsi write-through writes=%lu verified\n", w.ios);
+	}
+}
+
 static void expect_tmf(uint8_t got, uint8_t want, const char *what)
 {
 	if (got != want)
@@ -361,6 +413,7 @@ static void test_vscsi(void)
 	test_inquiry(s);
 	region(&off, &len);
 	test_rw_errors(s, seed + 50, off);
+	test_wce(s, seed + 55, off);
 	test_tmf(s, seed + 60, off);
 	for (unsigned int i = 0; i < 3; i++) {
 		for (unsigned int q = 0; q < 2; q++) {
