@@ -1,0 +1,89 @@
+#!/bin/sh
+# `iovm vhost-user-blk` as a process: replaces a stale socket, refuses to
+# overwrite a file that is not a socket, drops a client that sends garbage
+# and serves the next one, exits 0 on SIGTERM (removing its socket), and
+# exits by itself after one client with --once.
+# Usage: vhost-cmd.sh IOVM
+set -eu
+
+iovm=${1:?usage: vhost-cmd.sh IOVM}
+command -v python3 >/dev/null || { echo "SKIPPED: python3 missing"; exit 77; }
+work=$(mktemp -d /tmp/iovm-vhost-cmd.XXXXXX)
+pid=
+cleanup() {
+	[ -z "$pid" ] || kill -9 "$pid" 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+die() { echo "FAIL: $*"; [ ! -f "$work/log" ] || cat "$work/log"; exit 1; }
+
+truncate -s 1M "$work/disk.img"
+sock=$work/s.sock
+
+# client MODE: talks to $sock. good: GET_FEATURES must be answered with
+# the protocol-features bit; garbage: an unknown request, then the back-end
+# must hang up.
+client() {
+	python3 - "$sock" "$1" <<'EOF'
+import socket, struct, sys
+path, mode = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(10)
+s.connect(path)
+if mode == "good":
+    s.sendall(struct.pack("<III", 1, 1, 0))
+    hdr = s.recv(12, socket.MSG_WAITALL)
+    req, flags, size = struct.unpack("<III", hdr)
+    feat, = struct.unpack("<Q", s.recv(8, socket.MSG_WAITALL))
+    sys.exit(0 if req == 1 and flags == 5 and size == 8 and feat & (1 << 30) else 1)
+s.sendall(struct.pack("<III", 9999, 1, 0))
+try:
+    sys.exit(0 if s.recv(1) == b"" else 1)
+except ConnectionResetError:
+    sys.exit(0)
+EOF
+}
+
+wait_sock() {
+	for _ in $(seq 100); do
+		[ -S "$sock" ] && return 0
+		sleep 0.05
+	done
+	die "no socket at $sock"
+}
+
+# Not a socket: refused, file untouched.
+echo keep >"$sock"
+if "$iovm" vhost-user-blk --socket "$sock" --disk "path=$work/disk.img" 2>"$work/err"; then
+	die "overwrote a regular file at the socket path"
+fi
+grep -q "exists and is not a socket" "$work/err" || die "unclear error: $(cat "$work/err")"
+[ "$(cat "$sock")" = keep ] || die "regular file at the socket path was changed"
+rm "$sock"
+
+# A stale socket (left by a dead process) is replaced.
+python3 -c "import socket,sys; s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])" "$sock"
+[ -S "$sock" ] || die "could not make a stale socket"
+"$iovm" vhost-user-blk --socket "$sock" --disk "path=$work/disk.img" >"$work/log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do
+	grep -q "waiting for a client" "$work/log" && break
+	sleep 0.05
+done
+client good || die "first client not served"
+client garbage || die "back-end did not hang up on an unknown request"
+grep -q "unknown request 9999" "$work/log" || die "no log line naming the bad request"
+client good || die "back-end did not serve the client after a bad one"
+kill -TERM "$pid"
+wait "$pid" || die "exit status $? after SIGTERM"
+pid=
+[ ! -e "$sock" ] || die "socket left behind after SIGTERM"
+
+# --once: one client, then exit 0.
+"$iovm" vhost-user-blk --socket "$sock" --disk "path=$work/disk.img" --once >"$work/log" 2>&1 &
+pid=$!
+wait_sock
+client good || die "--once: client not served"
+wait "$pid" || die "--once: exit status $?"
+pid=
+echo "PASS"
