@@ -133,11 +133,13 @@ static int parse_disk(struct vhu_cmd *c, const char *arg)
 	free(spec);
 	if (ret) {
 		fprintf(stderr, "iovm: %s\n", err);
+		free((char *)d->path);
 		return -1;
 	}
 	if (d->iface != c->iface) {
 		fprintf(stderr, "iovm: --disk: if=%s does not apply to %s\n",
 			disk_if_name(d->iface), c->name);
+		free((char *)d->path);
 		return -1;
 	}
 	c->ndisks++;
@@ -204,6 +206,14 @@ static int parse_args(struct vhu_cmd *c, int argc, char **argv)
 	return 0;
 }
 
+/* config_parse_disk strdup()s the paths; freed once the device is gone. */
+static void free_disks(struct vhu_cmd *c)
+{
+	for (unsigned int i = 0; i < c->ndisks; i++)
+		free((char *)c->disks[i].path);
+	c->ndisks = 0;
+}
+
 static int serve(struct vhu_cmd *c, struct virtio_dev *dev)
 {
 	struct vhu_server *s = vhu_server_new(dev);
@@ -212,11 +222,13 @@ static int serve(struct vhu_cmd *c, struct virtio_dev *dev)
 	if (!s) {
 		pr_err("out of memory");
 		dev->ops->destroy(dev);
+		free_disks(c);
 		return 1;
 	}
 	status = vhu_server_run(s, c->socket, c->once);
 	vhu_server_free(s);
 	dev->ops->destroy(dev);
+	free_disks(c);
 	return status;
 }
 
@@ -232,12 +244,15 @@ int cmd_vhost_user_blk(int argc, char **argv)
 	char err[256];
 	int ret = parse_args(&c, argc, argv);
 
-	if (ret)
+	if (ret) {
+		free_disks(&c);
 		return ret > 0 ? 0 : 1;
+	}
 	dev = virtio_blk_create(&c.disks[0], host_cpus(VIRTIO_BLK_MAX_QUEUES), err,
 				sizeof(err));
 	if (!dev) {
 		fprintf(stderr, "iovm: %s\n", err);
+		free_disks(&c);
 		return 1;
 	}
 	return serve(&c, dev);
@@ -256,14 +271,17 @@ int cmd_vhost_user_scsi(int argc, char **argv)
 	char err[256];
 	int ret = parse_args(&c, argc, argv);
 
-	if (ret)
+	if (ret) {
+		free_disks(&c);
 		return ret > 0 ? 0 : 1;
+	}
 	for (unsigned int i = 0; i < c.ndisks; i++)
 		disks[i] = &c.disks[i];
 	dev = virtio_scsi_create(disks, c.ndisks, host_cpus(VIRTIO_SCSI_MAX_QUEUES), err,
 				 sizeof(err));
 	if (!dev) {
 		fprintf(stderr, "iovm: %s\n", err);
+		free_disks(&c);
 		return 1;
 	}
 	return serve(&c, dev);
