@@ -6,7 +6,8 @@
 # VMM's exit (probe test=basic, minimal pio_n), and peak RSS; for iovm also
 # its own RSS (peak minus guest RAM resident, from `iovm run -v`).
 # PIO: the probe's pio_cpl0_ns / pio_cpl3_ns (test=pio, 2048 exits) on both
-# VMMs, and pio-floor's ns per exit. Medians over RUNS (default 5).
+# VMMs, and pio-floor's ns per exit (64-bit CPL 0, like the probe's CPL 0
+# loop), all three in every round. Medians over RUNS (default 5).
 set -eu
 cd "$(dirname "$0")/.."
 runs=${1:-5}
@@ -58,7 +59,13 @@ def med(xs):
 
 res = {"iovm": {"first": [], "exit": [], "rss": [], "own": [], "cpl0": [], "cpl3": []},
        "qemu": {"first": [], "exit": [], "rss": [], "own": [], "cpl0": [], "cpl3": []}}
+floor_loops, floor_unrolled_l = [], []
 for i in range(runs):
+    # The floor runs in each round too, so all three see the same load.
+    fl = subprocess.run([floor, "2048", "1"], capture_output=True, text=True,
+                        check=True).stdout
+    floor_loops.append(float(re.search(r"loop=out;dec;jnz .*median=(\d+)", fl).group(1)))
+    floor_unrolled_l.append(float(re.search(r"loop=16x.*median=(\d+)", fl).group(1)))
     for name, mk in (("iovm", iovm_cmd), ("qemu", qemu_cmd)):
         first, t_exit, rss, out, err, rc = timed(mk("test=basic pio_n=16"))
         if rc != 1 or "probe: PASS" not in out:
@@ -77,9 +84,8 @@ for i in range(runs):
         r["cpl0"].append(int(m.group(1)))
         r["cpl3"].append(int(m.group(2)))
 
-fl = subprocess.run([floor, "2048", str(runs)], capture_output=True, text=True, check=True).stdout
-floor_loop = float(re.search(r"loop=out;dec;jnz .*ns_per_exit_median=(\d+)", fl).group(1))
-floor_unrolled = float(re.search(r"loop=16x.*ns_per_exit_median=(\d+)", fl).group(1))
+floor_loop = med(floor_loops)
+floor_unrolled = med(floor_unrolled_l)
 
 print(f"runs={runs} (medians); host: {os.uname().release}, {os.cpu_count()} CPUs, "
       f"load {os.getloadavg()[0]:.2f}")

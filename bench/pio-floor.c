@@ -1,6 +1,7 @@
 /* pio-floor: the cost of a port-I/O exit with nothing around it. A bare
- * KVM VM runs a few real-mode instructions doing `out` in a loop; each
- * exit returns straight to KVM_RUN. The result is the floor that iovm's
+ * KVM VM runs a few 64-bit CPL 0 instructions (the mode of the probe's
+ * CPL 0 measurement) doing `out` in a loop; each exit returns straight to
+ * KVM_RUN. The result is the floor that iovm's
  * exit path (and QEMU's) is compared against in bench/RESULTS.md.
  * Usage: pio-floor [EXITS] [REPEATS]. Prints ns per exit for two guest
  * loops: out;dec;jnz (as a C loop in the probe compiles to) and 16 outs
@@ -19,6 +20,7 @@
 
 #define CODE_GPA 0x1000
 #define PORT 0x2f0		/* unclaimed in iovm too, as in the probe */
+#define DONE_PORT 0x2f1		/* the loop's end (HLT stays in KVM) */
 
 static int kvm, vmfd, vcpu;
 static struct kvm_run *run;
@@ -41,6 +43,10 @@ static void setup(void)
 	vmfd = ioctl(kvm, KVM_CREATE_VM, 0);
 	if (vmfd < 0)
 		die("KVM_CREATE_VM");
+	/* An in-kernel irqchip as iovm and QEMU have: KVM's exit path
+	 * differs without one. */
+	if (ioctl(vmfd, KVM_CREATE_IRQCHIP, 0))
+		die("KVM_CREATE_IRQCHIP");
 	mem = mmap(NULL, 0x10000, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (mem == MAP_FAILED)
 		die("mmap");
@@ -57,39 +63,68 @@ static void setup(void)
 }
 
 /* Writes the loop: mov ecx, n; mov dx, PORT; 1: out dx, al (x unroll);
- * dec ecx; jnz 1b; hlt. Real mode, CS base 0. */
+ * dec ecx; jnz 1b; out DONE_PORT. 64-bit code at CODE_GPA. */
 static void write_code(uint32_t iterations, unsigned int unroll)
 {
 	uint8_t *p = mem + CODE_GPA;
 	uint8_t *loop;
 
-	*p++ = 0x66; *p++ = 0xb9;			/* mov ecx, imm32 */
+	*p++ = 0xb9;					/* mov ecx, imm32 */
 	memcpy(p, &iterations, 4);
 	p += 4;
-	*p++ = 0xba; *p++ = PORT & 0xff; *p++ = PORT >> 8;	/* mov dx, imm16 */
+	*p++ = 0x66; *p++ = 0xba;			/* mov dx, imm16 */
+	*p++ = PORT & 0xff; *p++ = PORT >> 8;
 	loop = p;
 	for (unsigned int i = 0; i < unroll; i++)
 		*p++ = 0xee;				/* out dx, al */
-	*p++ = 0x66; *p++ = 0x49;			/* dec ecx */
+	*p++ = 0xff; *p++ = 0xc9;			/* dec ecx */
 	*p++ = 0x75;					/* jnz loop */
 	*p = (uint8_t)(loop - (p + 1));
 	p++;
+	*p++ = 0x66; *p++ = 0xba;			/* mov dx, DONE_PORT */
+	*p++ = DONE_PORT & 0xff; *p++ = DONE_PORT >> 8;
+	*p++ = 0xee;					/* out dx, al */
 	*p++ = 0xf4;					/* hlt */
+}
+
+/* Long mode: identity-mapped first 2 MiB, a flat 64-bit code segment. */
+static void enter_long_mode(void)
+{
+	uint64_t *pml4 = (uint64_t *)(mem + 0x2000), *pdpt = (uint64_t *)(mem + 0x3000);
+	uint64_t *pd = (uint64_t *)(mem + 0x4000), *gdt = (uint64_t *)(mem + 0x500);
+	struct kvm_segment cs = { .limit = 0xffffffff, .selector = 0x8, .type = 0xb,
+				  .present = 1, .s = 1, .l = 1, .g = 1 };
+	struct kvm_segment ds = { .limit = 0xffffffff, .selector = 0x10, .type = 0x3,
+				  .present = 1, .s = 1, .db = 1, .g = 1 };
+	struct kvm_sregs sregs;
+
+	pml4[0] = 0x3000 | 3;
+	pdpt[0] = 0x4000 | 3;
+	pd[0] = 0x83;					/* 2 MiB page */
+	gdt[1] = 0x00af9b000000ffffull;
+	gdt[2] = 0x00cf93000000ffffull;
+	if (ioctl(vcpu, KVM_GET_SREGS, &sregs))
+		die("KVM_GET_SREGS");
+	sregs.cs = cs;
+	sregs.ds = sregs.es = sregs.fs = sregs.gs = sregs.ss = ds;
+	sregs.gdt.base = 0x500;
+	sregs.gdt.limit = 3 * 8 - 1;
+	sregs.cr0 = 0x80000011;				/* PG, ET, PE */
+	sregs.cr3 = 0x2000;
+	sregs.cr4 = 0x20;				/* PAE */
+	sregs.efer = 0x500;				/* LME, LMA */
+	if (ioctl(vcpu, KVM_SET_SREGS, &sregs))
+		die("KVM_SET_SREGS");
 }
 
 static double run_once(uint32_t iterations, unsigned int unroll)
 {
-	struct kvm_sregs sregs;
-	struct kvm_regs regs = { .rip = CODE_GPA, .rflags = 2 };
+	struct kvm_regs regs = { .rip = CODE_GPA, .rflags = 2, .rsp = 0x8000 };
 	struct timespec t0, t1;
 	uint64_t exits = 0;
 
 	write_code(iterations, unroll);
-	if (ioctl(vcpu, KVM_GET_SREGS, &sregs))
-		die("KVM_GET_SREGS");
-	sregs.cs.base = 0;
-	sregs.cs.selector = 0;
-	if (ioctl(vcpu, KVM_SET_SREGS, &sregs) || ioctl(vcpu, KVM_SET_REGS, &regs))
+	if (ioctl(vcpu, KVM_SET_REGS, &regs))
 		die("KVM_SET_REGS");
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
@@ -99,11 +134,11 @@ static double run_once(uint32_t iterations, unsigned int unroll)
 			die("KVM_RUN");
 		}
 		if (run->exit_reason == KVM_EXIT_IO) {
+			if (run->io.port == DONE_PORT)
+				break;
 			exits++;
 			continue;
 		}
-		if (run->exit_reason == KVM_EXIT_HLT)
-			break;
 		fprintf(stderr, "pio-floor: unexpected exit %u\n", run->exit_reason);
 		exit(1);
 	}
@@ -135,6 +170,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	setup();
+	enter_long_mode();
 	for (unsigned int u = 0; u < 2; u++) {
 		uint32_t iters = exits / unrolls[u] ? exits / unrolls[u] : 1;
 
