@@ -19,12 +19,10 @@
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "vm/gsi.h"
 #include "vm/machine.h"
 #include "vm/vcpu_diag.h"
 
-/* Interrupt inputs of the in-kernel IOAPIC; GSIs above are MSI routes. */
-#define IOAPIC_PINS 24
-#define MAX_ROUTES 1024
 #define MAX_HOOKS 32
 #define PCI_PIO_START 0xc000u
 #define SIG_KICK SIGUSR1
@@ -56,12 +54,7 @@ struct vm {
 	size_t run_size;
 
 	pthread_mutex_t lock;		/* routes, allocators, hooks */
-	struct kvm_irq_routing *routing;	/* header + MAX_ROUTES entries */
-	unsigned int nfixed_routes;	/* IOAPIC/PIC defaults at the start */
-	bool msi_used[MAX_ROUTES];	/* by gsi - IOAPIC_PINS */
-	struct kvm_irq_routing_msi msi[MAX_ROUTES];
-	bool msi_routed[MAX_ROUTES];
-	unsigned int max_gsi;
+	struct gsi_table gsi;
 	uint64_t mmio_next;
 	uint32_t pio_next;
 
@@ -214,59 +207,9 @@ static int setup_memory(struct vm *vm)
 	return add_slot(vm, 1, VM_HIGH_RAM_START, high, vm->ram_high);
 }
 
-static void add_route(struct kvm_irq_routing *rt, unsigned int gsi,
-		      unsigned int chip, unsigned int pin)
-{
-	struct kvm_irq_routing_entry *e = &rt->entries[rt->nr++];
-
-	memset(e, 0, sizeof(*e));
-	e->gsi = gsi;
-	e->type = KVM_IRQ_ROUTING_IRQCHIP;
-	e->u.irqchip.irqchip = chip;
-	e->u.irqchip.pin = pin;
-}
-
-/* The PC wiring: ISA IRQs 0-15 on both PICs, GSIs 0-23 on the IOAPIC,
- * except that the PIT's IRQ 0 arrives on IOAPIC pin 2 (the MP table says
- * so with an interrupt source override, as on real chipsets). */
-static void default_routes(struct vm *vm)
-{
-	struct kvm_irq_routing *rt = vm->routing;
-
-	rt->nr = 0;
-	for (unsigned int i = 0; i < 16; i++)
-		if (i != 2)
-			add_route(rt, i, i < 8 ? KVM_IRQCHIP_PIC_MASTER : KVM_IRQCHIP_PIC_SLAVE,
-				  i % 8);
-	for (unsigned int i = 0; i < IOAPIC_PINS; i++) {
-		if (i == 0)
-			add_route(rt, 0, KVM_IRQCHIP_IOAPIC, 2);
-		else if (i != 2)
-			add_route(rt, i, KVM_IRQCHIP_IOAPIC, i);
-	}
-	vm->nfixed_routes = rt->nr;
-}
-
-/* Rebuilds the MSI part of the table and pushes it; lock held. */
 static int push_routes(struct vm *vm)
 {
-	struct kvm_irq_routing *rt = vm->routing;
-
-	rt->nr = vm->nfixed_routes;
-	for (unsigned int i = 0; i < MAX_ROUTES; i++) {
-		struct kvm_irq_routing_entry *e;
-
-		if (!vm->msi_used[i] || !vm->msi_routed[i])
-			continue;
-		e = &rt->entries[rt->nr++];
-		memset(e, 0, sizeof(*e));
-		e->gsi = IOAPIC_PINS + i;
-		e->type = KVM_IRQ_ROUTING_MSI;
-		e->u.msi = vm->msi[i];
-	}
-	if (ioctl(vm->vm_fd, KVM_SET_GSI_ROUTING, rt))
-		return -errno;
-	return 0;
+	return ioctl(vm->vm_fd, KVM_SET_GSI_ROUTING, vm->gsi.rt) ? -errno : 0;
 }
 
 static int setup_irqchip(struct vm *vm)
@@ -285,14 +228,8 @@ static int setup_irqchip(struct vm *vm)
 		return -errno;
 	}
 	n = ioctl(vm->kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_IRQ_ROUTING);
-	vm->max_gsi = n > IOAPIC_PINS ? (unsigned int)n : IOAPIC_PINS;
-	if (vm->max_gsi > IOAPIC_PINS + MAX_ROUTES)
-		vm->max_gsi = IOAPIC_PINS + MAX_ROUTES;
-	vm->routing = calloc(1, sizeof(*vm->routing) +
-			     (IOAPIC_PINS + 16 + MAX_ROUTES) * sizeof(vm->routing->entries[0]));
-	if (!vm->routing)
+	if (gsi_table_init(&vm->gsi, n > 0 ? (unsigned int)n : 0))
 		return -ENOMEM;
-	default_routes(vm);
 	if (push_routes(vm)) {
 		pr_err("KVM_SET_GSI_ROUTING: %s", strerror(errno));
 		return -errno;
@@ -404,7 +341,7 @@ void vm_destroy(struct vm *vm)
 		close(vm->kvm_fd);
 	if (vm->stop_efd >= 0)
 		close(vm->stop_efd);
-	free(vm->routing);
+	gsi_table_free(&vm->gsi);
 	pthread_mutex_destroy(&vm->lock);
 	free(vm);
 }
@@ -452,17 +389,10 @@ int vm_irq_line(struct vm *vm, unsigned int gsi, int level)
 
 int vm_msi_route_alloc(struct vm *vm)
 {
-	int ret = -ENOSPC;
+	int ret;
 
 	pthread_mutex_lock(&vm->lock);
-	for (unsigned int i = 0; i + IOAPIC_PINS < vm->max_gsi; i++) {
-		if (!vm->msi_used[i]) {
-			vm->msi_used[i] = true;
-			vm->msi_routed[i] = false;
-			ret = IOAPIC_PINS + i;
-			break;
-		}
-	}
+	ret = gsi_msi_alloc(&vm->gsi);
 	pthread_mutex_unlock(&vm->lock);
 	return ret;
 }
@@ -470,24 +400,12 @@ int vm_msi_route_alloc(struct vm *vm)
 int vm_msi_route_set(struct vm *vm, unsigned int gsi, uint64_t addr,
 		     uint32_t data)
 {
-	unsigned int i = gsi - IOAPIC_PINS;
 	int ret;
 
-	if (gsi < IOAPIC_PINS || i >= MAX_ROUTES)
-		return -EINVAL;
 	pthread_mutex_lock(&vm->lock);
-	if (!vm->msi_used[i]) {
-		pthread_mutex_unlock(&vm->lock);
-		return -EINVAL;
-	}
-	/* addr 0 (a masked or unprogrammed vector) routes nowhere. */
-	vm->msi_routed[i] = addr != 0;
-	vm->msi[i] = (struct kvm_irq_routing_msi){
-		.address_lo = (uint32_t)addr,
-		.address_hi = (uint32_t)(addr >> 32),
-		.data = data,
-	};
-	ret = push_routes(vm);
+	ret = gsi_msi_set(&vm->gsi, gsi, addr, data);
+	if (!ret)
+		ret = push_routes(vm);
 	pthread_mutex_unlock(&vm->lock);
 	return ret;
 }
