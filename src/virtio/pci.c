@@ -150,6 +150,7 @@ static void queue_start(struct vpci *v, unsigned int i)
 		mark_needs_reset(v, "ring outside guest RAM or bad size", i);
 		return;
 	}
+	virtq_reset_used_idx(&q->vq);
 	ret = v->dev->ops->queue_start(v->dev, i, &q->vq);
 	if (ret) {
 		mark_needs_reset(v, strerror(-ret), i);

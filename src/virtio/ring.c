@@ -52,7 +52,18 @@ int virtq_init(struct virtq *vq)
 	 * "no kicks" from its previous server. */
 	vq->kicks_enabled = true;
 	store16(&vq->used_flags[0], 0);
+	/* Likewise a stale avail_event (ring memory reused after a reset)
+	 * would suppress the driver's first kicks and leave the queue idle:
+	 * ask for a kick at the next entry. */
+	if (vq->event_idx)
+		store16(vq->avail_event, vq->last_avail);
 	return 0;
+}
+
+void virtq_reset_used_idx(struct virtq *vq)
+{
+	vq->used_idx = 0;
+	store16(&vq->used_flags[1], 0);
 }
 
 unsigned int virtq_avail_count(struct virtq *vq)

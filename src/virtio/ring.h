@@ -79,6 +79,12 @@ struct virtq_elem {
  * not a power of two. */
 int virtq_init(struct virtq *vq);
 
+/* For a ring the driver has just set up (virtio-pci queue enable, after
+ * virtq_init): the used index starts at 0 (virtio 1.x, 2.7.8), whatever the
+ * ring's memory holds, and 0 is written there. vhost-user does not call it:
+ * there the used index carries over from the previous back end. */
+void virtq_reset_used_idx(struct virtq *vq);
+
 /* Pops the next available chain into iov (at most max_iov entries; a
  * descriptor that crosses a guest RAM region boundary takes one per region).
  * Returns 1 with *elem filled, 0 when the ring is empty, or for a malformed

@@ -413,6 +413,29 @@ static void test_needs_reset_and_reset(void **state)
 	(void)q;
 }
 
+/* A driver that re-enables a queue on ring memory holding an old used idx
+ * (a reset, then the same buffers) must see the device count from 0, as
+ * its own shadow does. */
+static void test_reused_ring_used_idx(void **state)
+{
+	struct vdq *q = &drv.q[0];
+	uint64_t buf = vdriver_alloc(&drv, 512);
+	volatile uint16_t *used;
+	volatile uint32_t *elem;
+
+	negotiate(~0ull);
+	setup_queue(0, 32, PCI_NO_VECTOR);
+	used = vdriver_ptr(&drv, q->used_gpa, 4);
+	elem = vdriver_ptr(&drv, q->used_gpa + 4, 8);
+	used[1] = 7;	/* stale */
+	mwr(VPCI_STATUS, 15, 1);
+	assert_int_equal(mrd(VPCI_STATUS, 1), 15);
+	assert_int_equal(used[1], 0);
+	assert_int_equal(blk_rw(0, VIRTIO_BLK_T_IN, 0, buf, 512), VIRTIO_BLK_S_OK);
+	assert_int_equal(used[1], 1);
+	assert_int_equal(elem[1], 513);	/* data and status, in used slot 0 */
+}
+
 static void test_feature_refusal(void **state)
 {
 	mwr(VPCI_STATUS, 0, 1);
@@ -464,6 +487,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bar_sizing_and_move, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_virtio_blk_msix, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_needs_reset_and_reset, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reused_ring_used_idx, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_feature_refusal, setup, teardown),
 	};
 

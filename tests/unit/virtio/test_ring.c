@@ -369,6 +369,21 @@ static void test_event_idx_kicks(void **state)
 	assert_true(vdriver_kick_needed(&f->d, 0, 3, 4));
 }
 
+/* Ring memory reused after a reset may hold a stale avail_event far from
+ * the new avail idx; the driver would then never kick. virtq_init re-arms
+ * it at last_avail. */
+static void test_init_rearms_stale_avail_event(void **state)
+{
+	struct fixture *f = *state;
+	uint16_t *ev = vdriver_ptr(&f->d, f->d.q[0].used_gpa + 4 + 8 * QSZ, 2);
+
+	*ev = 0x1234;
+	vq(f)->last_avail = 0;
+	assert_int_equal(virtq_init(vq(f)), 0);
+	assert_int_equal(*ev, 0);
+	assert_true(vdriver_kick_needed(&f->d, 0, 0, 1));
+}
+
 static void test_flags_suppression(void **state)
 {
 	struct fixture *f = *state;
@@ -433,6 +448,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_misaligned_ring_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_event_idx_interrupts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_event_idx_kicks, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_init_rearms_stale_avail_event, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_flags_suppression, setup_plain, teardown),
 		cmocka_unit_test_setup_teardown(test_isr, setup, teardown),
 		cmocka_unit_test(test_iov_copy),
