@@ -1,7 +1,9 @@
 /* `iovm vhost-user-blk` and `iovm vhost-user-scsi`: iovm's virtio-blk and
  * virtio-scsi devices served to a vhost-user front-end (QEMU, Cloud
  * Hypervisor, ...) over a UNIX socket. */
+#include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +27,11 @@
 "Common options:\n"                                                             \
 "  --socket PATH      UNIX socket to listen on. A stale socket at PATH is\n"    \
 "                     replaced; any other file there is an error.\n"            \
+"                     (--socket-path PATH is the same, as the vhost-user\n"     \
+"                     back-end conventions name it.)\n"                         \
+"  --fd N             serve on inherited file descriptor N instead: a\n"        \
+"                     listening UNIX socket, or a connected one (one client)\n" \
+"  --print-capabilities  print the vhost-user capabilities (JSON) and exit\n"   \
 "  --once             exit after the first client disconnects instead of\n"     \
 "                     waiting for another\n"                                    \
 "  -v, --verbose      log every vhost-user message\n"                           \
@@ -48,12 +55,17 @@
 
 static const char blk_help[] =
 "Usage: iovm vhost-user-blk --socket PATH --disk path=FILE[,OPTIONS] [--once]\n"
+"       iovm vhost-user-blk --socket-path=PATH --blk-file=FILE [--read-only]\n"
 "\n"
 "Serves one disk as a virtio-blk device to a vhost-user front-end such as\n"
 "QEMU (-device vhost-user-blk-pci). The device model is the same as\n"
 "`iovm run`'s.\n"
 "\n"
 COMMON_HELP
+"\n"
+"vhost-user-blk back-end conventions (for management tools such as libvirt):\n"
+"  --blk-file FILE    the disk, as --disk path=FILE\n"
+"  --read-only        the disk is read-only, as --disk ...,ro\n"
 HELP_TAIL
 "\n"
 "Example:\n"
@@ -88,7 +100,9 @@ struct vhu_cmd {
 	enum disk_if iface;
 	unsigned int max_disks;
 	const char *socket;
+	int fd;			/* --fd, or -1 */
 	bool once;
+	bool read_only;		/* --read-only */
 	struct disk_cfg disks[CONFIG_MAX_DISKS];
 	unsigned int ndisks;
 };
@@ -152,6 +166,11 @@ static int parse_args(struct vhu_cmd *c, int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "socket", required_argument, NULL, 's' },
+		{ "socket-path", required_argument, NULL, 's' },
+		{ "fd", required_argument, NULL, 'f' },
+		{ "print-capabilities", no_argument, NULL, 'c' },
+		{ "blk-file", required_argument, NULL, 'b' },
+		{ "read-only", no_argument, NULL, 'r' },
 		{ "disk", required_argument, NULL, 'd' },
 		{ "once", no_argument, NULL, 'o' },
 		{ "verbose", no_argument, NULL, 'v' },
@@ -174,6 +193,51 @@ static int parse_args(struct vhu_cmd *c, int argc, char **argv)
 			break;
 		case 'o':
 			c->once = true;
+			break;
+		case 'f': {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+
+			if (*end || v < 0 || v > INT_MAX || fcntl(v, F_GETFD) < 0) {
+				fprintf(stderr, "iovm: %s: --fd %s is not an open file descriptor\n",
+					c->name, optarg);
+				return -1;
+			}
+			c->fd = v;
+			break;
+		}
+		case 'c':
+			/* The vhost-user.json schema: "block" with the two
+			 * conventional options we take, or "scsi". */
+			if (c->iface == DISK_IF_VIRTIO_BLK)
+				printf("{\n  \"type\": \"block\",\n"
+				       "  \"features\": [\n    \"read-only\",\n    \"blk-file\"\n  ]\n}\n");
+			else
+				printf("{\n  \"type\": \"scsi\",\n  \"features\": []\n}\n");
+			return 1;
+		case 'b':
+			if (c->iface != DISK_IF_VIRTIO_BLK) {
+				fprintf(stderr, "iovm: --blk-file is a vhost-user-blk option; use --disk\n");
+				return -1;
+			}
+			if (c->ndisks) {
+				fprintf(stderr, "iovm: %s serves one disk; run one per disk\n", c->name);
+				return -1;
+			}
+			memset(&c->disks[0], 0, sizeof(c->disks[0]));
+			c->disks[0].path = strdup(optarg);
+			if (!c->disks[0].path)
+				return -1;
+			c->disks[0].iface = DISK_IF_VIRTIO_BLK;
+			c->disks[0].cache = CACHE_NONE;
+			c->ndisks = 1;
+			break;
+		case 'r':
+			if (c->iface != DISK_IF_VIRTIO_BLK) {
+				fprintf(stderr, "iovm: --read-only is a vhost-user-blk option; use --disk ...,ro\n");
+				return -1;
+			}
+			c->read_only = true;
 			break;
 		case 'v':
 			log_threshold = LOG_DEBUG;
@@ -198,11 +262,17 @@ static int parse_args(struct vhu_cmd *c, int argc, char **argv)
 		fprintf(stderr, "iovm: %s: unexpected argument '%s'\n", c->name, argv[optind]);
 		return -1;
 	}
-	if (!c->socket || !c->ndisks) {
-		fprintf(stderr, "iovm: %s needs --socket PATH and --disk path=FILE (see --help)\n",
+	if ((!c->socket && c->fd < 0) || !c->ndisks) {
+		fprintf(stderr, "iovm: %s needs --socket PATH (or --fd N) and --disk path=FILE (see --help)\n",
 			c->name);
 		return -1;
 	}
+	if (c->socket && c->fd >= 0) {
+		fprintf(stderr, "iovm: %s: --socket and --fd exclude each other\n", c->name);
+		return -1;
+	}
+	if (c->read_only)
+		c->disks[0].ro = true;
 	return 0;
 }
 
@@ -225,7 +295,7 @@ static int serve(struct vhu_cmd *c, struct virtio_dev *dev)
 		free_disks(c);
 		return 1;
 	}
-	status = vhu_server_run(s, c->socket, c->once);
+	status = vhu_server_run(s, c->socket, c->fd, c->once);
 	vhu_server_free(s);
 	dev->ops->destroy(dev);
 	free_disks(c);
@@ -239,6 +309,7 @@ int cmd_vhost_user_blk(int argc, char **argv)
 		.help = blk_help,
 		.iface = DISK_IF_VIRTIO_BLK,
 		.max_disks = 1,
+		.fd = -1,
 	};
 	struct virtio_dev *dev;
 	char err[256];
@@ -265,6 +336,7 @@ int cmd_vhost_user_scsi(int argc, char **argv)
 		.help = scsi_help,
 		.iface = DISK_IF_VIRTIO_SCSI,
 		.max_disks = CONFIG_MAX_DISKS,
+		.fd = -1,
 	};
 	const struct disk_cfg *disks[CONFIG_MAX_DISKS];
 	struct virtio_dev *dev;

@@ -817,10 +817,30 @@ static int listen_unix(const char *path)
 	return fd;
 }
 
-int vhu_server_run(struct vhu_server *s, const char *path, bool once)
+/* A socket handed over by the process manager (--fd): a listening socket
+ * as the vhost-user conventions have it, or an already connected one. */
+static bool is_listening(int fd)
+{
+	int v = 0;
+	socklen_t len = sizeof(v);
+
+	return !getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) && v;
+}
+
+static void serve_client(struct vhu_server *s, int c, int sfd, int *ret)
+{
+	pr_info("vhost-user: client connected");
+	/* Idle waits happen in poll; once a message has begun, the rest must
+	 * follow promptly or the client is dropped. */
+	setsockopt(c, SOL_SOCKET, SO_RCVTIMEO,
+		   &(struct timeval){ .tv_sec = 10 }, sizeof(struct timeval));
+	*ret = vhu_server_serve(s, c, sfd);
+}
+
+int vhu_server_run(struct vhu_server *s, const char *path, int fd, bool once)
 {
 	sigset_t set;
-	int lfd, sfd, status = 0;
+	int lfd, sfd, ret, status = 0;
 
 	/* SIGINT/SIGTERM arrive on a signalfd, so that the queue threads
 	 * (which inherit this mask) never take them and the socket loop
@@ -835,18 +855,29 @@ int vhu_server_run(struct vhu_server *s, const char *path, bool once)
 		pr_err("signalfd: %s", strerror(errno));
 		return 1;
 	}
-	lfd = listen_unix(path);
-	if (lfd < 0) {
+	if (path) {
+		lfd = listen_unix(path);
+		if (lfd < 0) {
+			close(sfd);
+			return 1;
+		}
+		pr_info("vhost-user: %s waiting for a client on %s", s->dev->name, path);
+	} else if (is_listening(fd)) {
+		lfd = fd;
+		pr_info("vhost-user: %s waiting for a client on fd %d", s->dev->name, fd);
+	} else {
+		/* One client, already connected. */
+		serve_client(s, fd, sfd, &ret);
+		pr_info("vhost-user: shutting down");
 		close(sfd);
-		return 1;
+		return 0;
 	}
-	pr_info("vhost-user: %s waiting for a client on %s", s->dev->name, path);
 	for (;;) {
 		struct pollfd p[2] = {
 			{ .fd = lfd, .events = POLLIN },
 			{ .fd = sfd, .events = POLLIN },
 		};
-		int c, ret;
+		int c;
 
 		if (poll(p, 2, -1) < 0) {
 			if (errno == EINTR)
@@ -859,24 +890,20 @@ int vhu_server_run(struct vhu_server *s, const char *path, bool once)
 			break;
 		c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 		if (c < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
+			if (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN)
 				continue;
 			pr_err("accept: %s", strerror(errno));
 			status = 1;
 			break;
 		}
-		pr_info("vhost-user: client connected");
-		/* Idle waits happen in poll; once a message has begun, the
-		 * rest must follow promptly or the client is dropped. */
-		setsockopt(c, SOL_SOCKET, SO_RCVTIMEO,
-			   &(struct timeval){ .tv_sec = 10 }, sizeof(struct timeval));
-		ret = vhu_server_serve(s, c, sfd);
+		serve_client(s, c, sfd, &ret);
 		if (ret == -EINTR || once)
 			break;
 	}
 	pr_info("vhost-user: shutting down");
 	close(lfd);
-	unlink(path);
+	if (path)
+		unlink(path);
 	close(sfd);
 	return status;
 }

@@ -24,9 +24,11 @@ void vhu_server_free(struct vhu_server *s);
  * -EINTR when stop_fd fired. */
 int vhu_server_serve(struct vhu_server *s, int sock, int stop_fd);
 
-/* Listens on a UNIX socket at path (replacing a stale socket there) and
- * serves clients one after the other until SIGINT/SIGTERM, or after the
- * first client with once. Returns a process exit status. */
-int vhu_server_run(struct vhu_server *s, const char *path, bool once);
+/* Listens on a UNIX socket at path (replacing a stale socket there), or
+ * with path NULL on the inherited socket fd (listening, or already
+ * connected: then that one client is served), and serves clients one after
+ * the other until SIGINT/SIGTERM, or after the first client with once.
+ * Returns a process exit status. */
+int vhu_server_run(struct vhu_server *s, const char *path, int fd, bool once);
 
 #endif

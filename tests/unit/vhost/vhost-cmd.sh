@@ -2,7 +2,8 @@
 # `iovm vhost-user-blk` as a process: replaces a stale socket, refuses to
 # overwrite a file that is not a socket, drops a client that sends garbage
 # and serves the next one, exits 0 on SIGTERM (removing its socket), and
-# exits by itself after one client with --once.
+# exits by itself after one client with --once; the vhost-user back-end
+# conventions (--print-capabilities, --fd, --blk-file, --read-only).
 # Usage: vhost-cmd.sh IOVM
 set -eu
 
@@ -86,4 +87,33 @@ wait_sock
 client good || die "--once: client not served"
 wait "$pid" || die "--once: exit status $?"
 pid=
+# The back-end conventions: capabilities, --socket-path/--blk-file/
+# --read-only, and a listening socket inherited as --fd (as libvirt does).
+"$iovm" vhost-user-blk --print-capabilities | python3 -c '
+import json, sys
+c = json.load(sys.stdin)
+sys.exit(0 if c["type"] == "block" and set(c["features"]) == {"read-only", "blk-file"} else 1)
+' || die "--print-capabilities"
+"$iovm" vhost-user-scsi --print-capabilities | grep -q '"scsi"' || die "scsi capabilities"
+python3 - "$iovm" "$work/disk.img" "$sock" <<'EOF2' >"$work/log" 2>&1 || die "--fd: $(cat "$work/log")"
+import os, socket, struct, subprocess, sys, time
+iovm, disk, path = sys.argv[1:]
+l = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+l.bind(path)
+l.listen(1)
+p = subprocess.Popen([iovm, "vhost-user-blk", "--fd", str(l.fileno()), "--blk-file", disk,
+                      "--read-only", "--once"], pass_fds=[l.fileno()])
+l.close()
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(10)
+s.connect(path)
+s.sendall(struct.pack("<III", 1, 1, 0))
+req, flags, size = struct.unpack("<III", s.recv(12, socket.MSG_WAITALL))
+feat, = struct.unpack("<Q", s.recv(8, socket.MSG_WAITALL))
+s.close()
+# --read-only: VIRTIO_BLK_F_RO (bit 5) offered.
+ok = req == 1 and size == 8 and feat & (1 << 5)
+sys.exit(0 if p.wait(timeout=10) == 0 and ok else 1)
+EOF2
+rm -f "$sock"
 echo "PASS"
