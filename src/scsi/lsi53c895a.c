@@ -167,7 +167,7 @@ static struct lsi_cmd *cmd_alloc(struct lsi *s)
 	c->in_use = true;
 	c->direct = c->began = c->ended = c->seg_busy = false;
 	c->submitted = c->done = c->queued = c->aborted = false;
-	c->own_status = false;
+	c->own_status = c->seg_failed = false;
 	c->pos = c->seg_pos = c->xfer = 0;
 	c->niov = 0;
 	c->param = -1;
@@ -257,6 +257,13 @@ static void lsi_req_done(struct scsi_req *req)
 		req->sense_len = 18;
 		break;
 	}
+	if (c->seg_failed && c->status == SAM_STAT_GOOD) {
+		/* data the backend never saw must not report GOOD:
+		 * INTERNAL TARGET FAILURE */
+		c->status = SAM_STAT_CHECK_CONDITION;
+		make_sense(req->sense, SENSE_HARDWARE_ERROR, 0x44, 0);
+		req->sense_len = 18;
+	}
 	if (!c->direct && c->dir == SCSI_DIR_FROM_DEV) {
 		/* Non-direct data-in: the data phase follows, for what the
 		 * target produced. */
@@ -303,8 +310,10 @@ static void seg_submit(struct lsi *s, struct lsi_cmd *c)
 	c->seg_busy = true;
 	ret = scsi_disk_segment(&c->req, c->iov, c->niov, c->seg_pos);
 	if (ret < 0) {
-		/* Cannot happen: pos stays inside the transfer. Report it as
-		 * a failed segment so the command still completes. */
+		/* Not queued (the target checked the range, the queue has a
+		 * slot per command): the command still completes, with an
+		 * error status instead of GOOD. */
+		c->seg_failed = true;
 		lsi_seg_done(&c->req, ret);
 	}
 }

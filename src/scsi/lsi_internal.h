@@ -44,6 +44,7 @@ struct lsi_cmd {
 	bool queued;		/* on the reselection queue */
 	bool aborted;		/* bus reset or abort: never reselects */
 	bool own_status;	/* HBA-made status (no scsi_req done) */
+	bool seg_failed;	/* a segment could not even be queued */
 	enum scsi_dir dir;	/* data direction, recorded at CDB decode */
 	uint32_t xfer;		/* bytes of the data phase */
 	uint32_t pos;		/* data phase bytes moved (or gathered) */

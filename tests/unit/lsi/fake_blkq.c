@@ -28,6 +28,12 @@ struct blk_queue {
 static enum fake_order order = FAKE_FIFO;
 static struct fake_stats stats;
 static struct blk_queue *last_q;
+static int fail_next;
+
+void fake_blkq_fail_next(int err)
+{
+	fail_next = err;
+}
 
 void fake_blkq_order(enum fake_order o)
 {
@@ -90,6 +96,12 @@ int blkq_rw(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 
 	if (op != BLK_OP_READ && op != BLK_OP_WRITE)
 		return -EINVAL;
+	if (fail_next) {
+		int err = fail_next;
+
+		fail_next = 0;
+		return err;
+	}
 	for (unsigned int i = 0; i < iovcnt; i++)
 		len += iov[i].iov_len;
 	if (offset > be->size || len > be->size - offset)

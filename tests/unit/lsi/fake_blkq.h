@@ -23,5 +23,7 @@ void fake_blkq_order(enum fake_order o);
 unsigned int fake_blkq_pending(void);
 struct fake_stats *fake_blkq_stats(void);
 void fake_blkq_reset_stats(void);
+/* The next blkq_rw fails with err (negative) without queueing anything. */
+void fake_blkq_fail_next(int err);
 
 #endif

@@ -1131,6 +1131,34 @@ static void test_no_disconnect_privilege(void **state)
 	assert_int_equal(ram[DBUF + 8191], pattern(32 * 512 + 8191));
 }
 
+/* The backend refuses a segment outright: the command ends in CHECK
+ * CONDITION (HARDWARE ERROR, INTERNAL TARGET FAILURE), never GOOD. */
+static void test_segment_refused(void **state)
+{
+	uint8_t cdb[10];
+	uint8_t rs[6] = { 0x03, 0, 0, 0, 18, 0 };
+	struct sg sg = { DBUF, 4096 };
+	struct sg ss = { DBUF + 0x1000, 18 };
+
+	rw10(cdb, 0x2a, 0, 8);
+	make_cmd(1, 0, cdb, 10, LSI_PHASE_DATA_OUT, &sg, 1);
+	queue_job(1);
+	fake_blkq_fail_next(-EAGAIN);
+	kick(true);
+	run();
+	expect_idle();
+	assert_int_equal(ram[dsa_of(1) + OFF_STATUS_BYTE],
+			 SAM_STAT_CHECK_CONDITION);
+	make_cmd(2, 0, rs, 6, LSI_PHASE_DATA_IN, &ss, 1);
+	queue_job(2);
+	kick(false);
+	run();
+	expect_idle();
+	assert_int_equal(ram[DBUF + 0x1000 + 2] & 0xf, SENSE_HARDWARE_ERROR);
+	assert_int_equal(ram[DBUF + 0x1000 + 12], 0x44);
+	assert_int_equal(lsi_cmds_active(hba), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1165,6 +1193,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_no_disconnect_privilege,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_segment_refused, setup,
+						teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
