@@ -1,8 +1,9 @@
 #!/bin/bash
 # The VMM core under KVM with the coretest guest. Usage:
 #   core-guest.sh IOVM COREGUEST CASE
-# CASE: ports, ports-2cpu, irq, crash, reset, poweroff, signal, refuse, highmem (COREGUEST
-# is then the probe: it prints the memory map it was given).
+# CASE: ports, ports-2cpu, irq, crash, reset, poweroff, signal, tty, refuse,
+# highmem (for highmem COREGUEST is the probe: it prints the memory map it
+# was given).
 set -u
 IOVM=$1 guest=$2 case=$3
 . "$(dirname "$0")/core-lib.sh"
@@ -74,6 +75,23 @@ highmem)
 	expect_line out '^probe: mem base=0xfec00000 len=0x1400000 type=2'
 	expect_line out '^probe: mem base=0x100000000 len=0x80000000 type=1'
 	expect_line out '^probe: PASS'
+	;;
+tty)
+	command -v script >/dev/null || die "script(1) (util-linux) is missing"
+	echo "+ core-tty-inner.sh in a pseudo-terminal"
+	script -qec "$(dirname "$0")/core-tty-inner.sh $IOVM $guest $scratch/tty" /dev/null \
+		</dev/null >/dev/null
+	cat "$scratch/tty.rc"
+	grep -qx 'exit=33' "$scratch/tty.rc" || die "guest exit status lost"
+	grep -qx 'crash=2' "$scratch/tty.rc" || die "crash status lost"
+	grep -qx 'signal=143' "$scratch/tty.rc" || die "SIGTERM status lost"
+	before=$(cat "$scratch/tty.before")
+	[ "$(cat "$scratch/tty.during")" != "$before" ] ||
+		die "terminal not in raw mode while iovm runs"
+	for s in after-exit after-crash after-signal; do
+		[ "$(cat "$scratch/tty.$s")" = "$before" ] ||
+			die "terminal not restored ($s)"
+	done
 	;;
 refuse)
 	printf 'just some text, not a kernel\n' >"$scratch/notakernel"
