@@ -180,6 +180,17 @@ static void block_move(struct lsi *s, uint32_t insn, uint32_t arg,
 			}
 			addr |= (uint64_t)lsi_get32(s, reg) << 32;
 		}
+	} else if (s->regs[LSI_CCNTL1] & LSI_CCNTL1_EN64DBMV) {
+		/* 64-bit direct move: a third dword with bits 63:32 */
+		uint32_t hi, dsp = lsi_get32(s, LSI_DSP);
+
+		if (!read32(s, dsp, &hi)) {
+			bus_fault(s);
+			return;
+		}
+		lsi_set32(s, LSI_DSP, dsp + 4);
+		lsi_set32(s, 0xb4, hi);	/* DBMS */
+		addr |= (uint64_t)hi << 32;
 	}
 	lsi_set_dbc(s, count);
 	lsi_set32(s, LSI_DNAD, (uint32_t)addr);

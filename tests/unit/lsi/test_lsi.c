@@ -1038,6 +1038,35 @@ static void test_high_dma(void **state)
 	expect_idle();
 	assert_int_equal(ram[dsa_of(2) + OFF_STATUS_BYTE], 0);
 	assert_int_equal(high[0x1000 + 7], pattern(16 * 512 + 7));
+
+	/* 64-bit direct moves (EN64DBMV): every direct block move has a
+	 * third dword with address bits 63:32 */
+	memset(high, 0, sizeof(high));
+	reg_wr(LSI_CCNTL1, LSI_CCNTL1_EN64DBMV);
+	ram[0x5000] = LSI_MSG_IDENTIFY;	/* untagged, no disconnect */
+	memcpy(ram + 0x5010, cdb, 10);
+	{
+		static const uint32_t prog[] = {
+			SCR_SEL_ABS_ATN(0), 0,
+			SCR_MOVE_ABS(1) ^ SCR_PHASE(LSI_PHASE_MSG_OUT), 0x5000, 0,
+			SCR_MOVE_ABS(10) ^ SCR_PHASE(LSI_PHASE_COMMAND), 0x5010, 0,
+			SCR_MOVE_ABS(4096) ^ SCR_PHASE(LSI_PHASE_DATA_IN), 0x2000, 1,
+			SCR_MOVE_ABS(1) ^ SCR_PHASE(LSI_PHASE_STATUS), 0x5020, 0,
+			SCR_MOVE_ABS(1) ^ SCR_PHASE(LSI_PHASE_MSG_IN), 0x5021, 0,
+			SCR_CLR(SCR_ACK), 0,
+			SCR_WAIT_DISC, 0,
+			SCR_INT, 0x44,
+		};
+
+		memcpy(ram + 0x6000, prog, sizeof(prog));
+	}
+	ram[0x5020] = 0xff;
+	run_at(0x6000);
+	assert_true(reg_rd(LSI_DSTAT) & LSI_DSTAT_SIR);
+	assert_int_equal(reg_rd32(LSI_DSPS), 0x44);
+	assert_int_equal(ram[0x5020], 0);
+	assert_int_equal(high[0x2000 + 9], pattern(16 * 512 + 9));
+	reg_wr(LSI_CCNTL1, 0);
 	mem.n = 1;
 }
 
