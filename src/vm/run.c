@@ -22,8 +22,10 @@ static int check_readable(const char *path, const char *what)
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0) {
-		pr_err("cannot open %s '%s': %s", what, path, strerror(errno));
-		return -errno;
+		int e = errno;
+
+		pr_err("cannot open %s '%s': %s", what, path, strerror(e));
+		return -e;
 	}
 	close(fd);
 	return 0;

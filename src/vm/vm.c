@@ -220,19 +220,25 @@ static int setup_irqchip(struct vm *vm)
 	if (ioctl(vm->vm_fd, KVM_SET_TSS_ADDR, 0xfffbd000ul) && errno != ENOTTY)
 		pr_debug("KVM_SET_TSS_ADDR: %s", strerror(errno));
 	if (ioctl(vm->vm_fd, KVM_CREATE_IRQCHIP, 0)) {
-		pr_err("KVM_CREATE_IRQCHIP: %s", strerror(errno));
-		return -errno;
+		int e = errno;
+
+		pr_err("KVM_CREATE_IRQCHIP: %s", strerror(e));
+		return -e;
 	}
 	if (ioctl(vm->vm_fd, KVM_CREATE_PIT2, &pit)) {
-		pr_err("KVM_CREATE_PIT2: %s", strerror(errno));
-		return -errno;
+		int e = errno;
+
+		pr_err("KVM_CREATE_PIT2: %s", strerror(e));
+		return -e;
 	}
 	n = ioctl(vm->kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_IRQ_ROUTING);
 	if (gsi_table_init(&vm->gsi, n > 0 ? (unsigned int)n : 0))
 		return -ENOMEM;
 	if (push_routes(vm)) {
-		pr_err("KVM_SET_GSI_ROUTING: %s", strerror(errno));
-		return -errno;
+		int e = errno;
+
+		pr_err("KVM_SET_GSI_ROUTING: %s", strerror(e));
+		return -e;
 	}
 	return 0;
 }
@@ -264,8 +270,10 @@ static int setup_vcpus(struct vm *vm)
 		v->idx = i;
 		v->fd = ioctl(vm->vm_fd, KVM_CREATE_VCPU, i);
 		if (v->fd < 0) {
-			pr_err("KVM_CREATE_VCPU %u: %s", i, strerror(errno));
-			return -errno;
+			int e = errno;
+
+			pr_err("KVM_CREATE_VCPU %u: %s", i, strerror(e));
+			return -e;
 		}
 		v->run = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_SHARED, v->fd, 0);
 		if (v->run == MAP_FAILED) {
@@ -307,8 +315,10 @@ int vm_create(const struct vm_params *p, struct vm **out)
 		return vm->kvm_fd;
 	vm->vm_fd = ioctl(vm->kvm_fd, KVM_CREATE_VM, 0);
 	if (vm->vm_fd < 0) {
-		pr_err("KVM_CREATE_VM: %s", strerror(errno));
-		return -errno;
+		int e = errno;
+
+		pr_err("KVM_CREATE_VM: %s", strerror(e));
+		return -e;
 	}
 	vm->stop_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (vm->stop_efd < 0)

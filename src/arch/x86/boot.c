@@ -42,8 +42,10 @@ static int map_file(const char *path, const char *what, struct file_map *f)
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0) {
-		pr_err("cannot open %s '%s': %s", what, path, strerror(errno));
-		return -errno;
+		int e = errno;
+
+		pr_err("cannot open %s '%s': %s", what, path, strerror(e));
+		return -e;
 	}
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
 		pr_err("%s '%s' is not a regular file", what, path);
@@ -59,8 +61,11 @@ static int map_file(const char *path, const char *what, struct file_map *f)
 	f->p = mmap(NULL, f->len, PROT_READ, MAP_PRIVATE, fd, 0);
 	close(fd);
 	if (f->p == MAP_FAILED) {
-		pr_err("cannot read %s '%s': %s", what, path, strerror(errno));
-		return -errno;
+		int e = errno;
+
+		f->p = NULL;
+		pr_err("cannot read %s '%s': %s", what, path, strerror(e));
+		return -e;
 	}
 	return 0;
 }
@@ -77,8 +82,10 @@ static int file_size(const char *path, const char *what, size_t *size)
 	struct stat st;
 
 	if (stat(path, &st)) {
-		pr_err("cannot open %s '%s': %s", what, path, strerror(errno));
-		return -errno;
+		int e = errno;
+
+		pr_err("cannot open %s '%s': %s", what, path, strerror(e));
+		return -e;
 	}
 	if (!S_ISREG(st.st_mode) || !st.st_size) {
 		pr_err("%s '%s' is %s", what, path, S_ISREG(st.st_mode) ? "empty" :
@@ -97,19 +104,23 @@ static int read_into(const char *path, const char *what, uint8_t *dst, size_t si
 	size_t done = 0;
 
 	if (fd < 0) {
-		pr_err("cannot open %s '%s': %s", what, path, strerror(errno));
-		return -errno;
+		int e = errno;
+
+		pr_err("cannot open %s '%s': %s", what, path, strerror(e));
+		return -e;
 	}
 	while (done < size) {
 		ssize_t n = pread(fd, dst + done, size - done, done);
 
 		if (n <= 0) {
-			if (n < 0 && errno == EINTR)
+			int e = n < 0 ? errno : EIO;
+
+			if (e == EINTR)
 				continue;
 			pr_err("cannot read %s '%s': %s", what, path,
-			       n < 0 ? strerror(errno) : "file shrank while being read");
+			       n < 0 ? strerror(e) : "file shrank while being read");
 			close(fd);
-			return n < 0 ? -errno : -EIO;
+			return -e;
 		}
 		done += n;
 	}
