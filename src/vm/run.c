@@ -63,8 +63,11 @@ int cmd_run(int argc, char **argv)
 		run_opts_free(&o);
 		return 2;
 	}
-	if (o.help) {
-		run_usage(stdout);
+	if (o.help || o.version) {
+		if (o.help)
+			run_usage(stdout);
+		else
+			printf("iovm %s\n", IOVM_VERSION);
 		run_opts_free(&o);
 		return 0;
 	}

@@ -23,6 +23,7 @@ static const struct option long_opts[] = {
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -91,6 +92,7 @@ void run_usage(FILE *f)
 "  -v, --verbose        report boot details, the stop reason and memory use\n"
 "  -q, --quiet          report errors only\n"
 "  -h, --help           show this help\n"
+"  -V, --version        show iovm's version\n"
 "\n"
 "CPU feature names for --cpu:\n  ",
 		VM_MAX_CPUS, CONFIG_MAX_DISKS, CONFIG_MAX_SHARES);
@@ -194,6 +196,9 @@ static int parse_one(int c, const char *arg, struct run_opts *o, char *err,
 	case 'h':
 		o->help = true;
 		return 0;
+	case 'V':
+		o->version = true;
+		return 0;
 	}
 	return -EINVAL;
 }
@@ -210,7 +215,7 @@ int run_parse_args(int argc, char **argv, struct run_opts *o, char *err,
 		err[0] = '\0';
 	optind = 0;		/* full re-initialisation (GNU) */
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":k:i:a:m:c:d:s:vqh", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":k:i:a:m:c:d:s:vqhV", long_opts, NULL)) != -1) {
 		if (c == '?') {
 			if (optopt && optopt < 0x100)
 				return bad(err, errlen, "unknown option '-%s' (see iovm run --help)",
@@ -224,7 +229,7 @@ int run_parse_args(int argc, char **argv, struct run_opts *o, char *err,
 		if (ret)
 			return ret;
 	}
-	if (o->help)
+	if (o->help || o->version)
 		return 0;
 	if (optind < argc)
 		return bad(err, errlen, "unexpected argument '%s' (see iovm run --help)",

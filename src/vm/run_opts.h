@@ -16,11 +16,12 @@
 struct run_opts {
 	struct vm_config cfg;
 	bool help;
+	bool version;
 	bool verbose;
 	bool quiet;
 };
 
-/* Returns 0 (o filled; o->help set for --help) or -EINVAL with a one-line
+/* Returns 0 (o filled; o->help / o->version set for --help / --version) or -EINVAL with a one-line
  * message (without "iovm: ") in err. */
 int run_parse_args(int argc, char **argv, struct run_opts *o, char *err,
 		   size_t errlen);

@@ -62,6 +62,9 @@ static void test_all_options(void **state)
 	assert_int_equal(PARSE(&o, err, "--help"), 0);
 	assert_true(o.help);
 	run_opts_free(&o);
+	assert_int_equal(PARSE(&o, err, "-V"), 0);
+	assert_true(o.version);
+	run_opts_free(&o);
 	assert_int_equal(PARSE(&o, err, "-q", "--kernel=x", "--memory=16M"), 0);
 	assert_true(o.quiet);
 	assert_int_equal(o.cfg.mem_size, 16ull << 20);
@@ -161,7 +164,7 @@ static void test_help_covers_options(void **state)
 {
 	static const char *const needles[] = {
 		"--kernel", "--initrd", "--append", "--memory", "--cpus", "--cpu ",
-		"--disk", "--share", "--verbose", "--quiet", "--help",
+		"--disk", "--share", "--verbose", "--quiet", "--help", "--version",
 		"if=", "ro", "cache=", "queues=", "target=", "lun=", "tag=", "msize=",
 		"avx512f", "xsave", "Examples:", "(V<<1)|1",
 	};
