@@ -3,7 +3,8 @@
 # the default guest image (Debian's kernel: virtio_blk, or virtio_scsi + sd)
 # under QEMU TCG, its disks served by iovm over vhost-user.
 #   boot 1: a read-write and a read-only disk appear with the right sizes
-#           (scsi: sg_inq, sg_vpd, sg_readcap report iovm's disk); fio
+#           (scsi: sg_inq, sg_vpd, sg_readcap report iovm's disk; sdparm
+#           and the kernel's cache_type switch write-through on and off); fio
 #           verify=crc32c (random writes, read back) at 4k and 64k, QD1 and
 #           QD16, and mixed random read/write; blkdiscard zeroes; the
 #           read-only disk refuses writes; after poweroff the host file holds
@@ -140,6 +141,23 @@ if [ $type = scsi ]; then
 	sg_vpd -p di /dev/\$RW >/dev/null || fail "sg_vpd device identification"
 	[ "\$(sg_vpd -p sn /dev/\$RW)" != "\$(sg_vpd -p sn /dev/\$RO)" ] || fail "serials equal"
 	echo "SG OK"
+	# write-through: sdparm clears WCE (MODE SELECT), it reads back, and
+	# verified writes work with it; Linux's own cache_type switch too
+	wce() { sdparm --get=WCE /dev/\$RW 2>/dev/null | awk '\$1 == "WCE" { print \$2 }'; }
+	[ "\$(wce)" = 1 ] || fail "WCE is '\$(wce)' at start"
+	sdparm -q --clear=WCE /dev/\$RW || fail "sdparm --clear=WCE"
+	[ "\$(wce)" = 0 ] || fail "WCE is '\$(wce)' after sdparm --clear=WCE"
+	fio --name=wt --filename=/dev/\$RW --direct=1 --ioengine=libaio --rw=randwrite \\
+		--bs=4k --iodepth=8 --offset=44M --size=1M --verify=crc32c --do_verify=1 \\
+		--verify_fatal=1 --minimal >/tmp/wt.out 2>&1 || { cat /tmp/wt.out; fail "fio write-through"; }
+	sdparm -q --set=WCE /dev/\$RW || fail "sdparm --set=WCE"
+	[ "\$(wce)" = 1 ] || fail "WCE is '\$(wce)' after sdparm --set=WCE"
+	ct=\$(echo /sys/block/\$RW/device/scsi_disk/*/cache_type)
+	echo "write through" >\$ct || fail "cache_type write through"
+	[ "\$(cat \$ct)" = "write through" ] && [ "\$(wce)" = 0 ] || fail "cache_type: \$(cat \$ct) WCE \$(wce)"
+	echo "write back" >\$ct || fail "cache_type write back"
+	[ "\$(wce)" = 1 ] || fail "WCE not back on"
+	echo "WCE OK"
 fi
 job() {
 	fio --name=\$1 --filename=/dev/\$RW --direct=1 --ioengine=libaio \\
@@ -189,6 +207,10 @@ guest_sha=$(sed -n 's/^DISK \([0-9a-f]*\).*/\1/p' "$work/boot1.console" | tr -d 
 [ "$(sha <"$work/rw.img")" = "$guest_sha" ] ||
 	die "host file differs from what the guest saw"
 [ "$(sha <"$work/ro.img")" = "$ro_sha" ] || die "read-only disk changed"
+if [ "$type" = scsi ]; then
+	grep -q "SG OK" "$work/boot1.console" || die "no SG OK from the guest"
+	grep -q "WCE OK" "$work/boot1.console" || die "no WCE OK from the guest"
+fi
 echo "boot 1: disks, fio verify, discard, read-only and host content OK"
 
 # --- boot 2: the client dies in the middle of writes ------------------------
