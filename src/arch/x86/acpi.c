@@ -1,18 +1,21 @@
-/* ACPI tables (ACPI 6.x layouts) for power-off. */
+/* ACPI tables (ACPI 6.x layouts) for power-off and PCI interrupt routing. */
 #include <errno.h>
 #include <string.h>
 
 #include "arch/x86/acpi.h"
 #include "arch/x86/layout.h"
+#include "hw/pci.h"
+#include "vm/vm.h"
 
 #define RSDP_ADDR (ACPI_BASE)
 #define RSDT_ADDR (ACPI_BASE + 0x40)
 #define XSDT_ADDR (ACPI_BASE + 0x80)
 #define FADT_ADDR (ACPI_BASE + 0x100)
 #define FACS_ADDR (ACPI_BASE + 0x240)	/* 64-byte aligned */
-#define DSDT_ADDR (ACPI_BASE + 0x280)
 #define MADT_ADDR (ACPI_BASE + 0x300)
-#define ACPI_SIZE 0x600
+#define DSDT_ADDR (ACPI_BASE + 0x600)
+#define DSDT_MAX 0xa00
+#define ACPI_SIZE (0x600 + DSDT_MAX)
 
 #define FADT_LEN 276
 #define HDR_LEN 36
@@ -23,10 +26,160 @@ struct gas {
 } __attribute__((packed));
 
 /* DefName \_S5_ = Package (4) { 5, 5, 0, 0 }: SLP_TYPa, SLP_TYPb. */
-static const uint8_t dsdt_aml[] = {
+static const uint8_t s5_aml[] = {
 	0x08, '_', 'S', '5', '_', 0x12, 0x08, 0x04,
 	0x0a, ACPI_S5_TYP, 0x0a, ACPI_S5_TYP, 0x00, 0x00,
 };
+
+/* The PCI host bridge's resources: bus 0, the config ports, all I/O ports
+ * but those, and the PCI hole where BARs live. */
+static const uint8_t pci0_crs[] = {
+	/* WordBusNumber (producer, MinFixed, MaxFixed) 0..0 */
+	0x88, 0x0d, 0x00, 0x02, 0x0c, 0x00, 0x00, 0x00, 0x00, 0x00,
+	0x00, 0x00, 0x00, 0x00, 0x01, 0x00,
+	/* IO (Decode16, 0xcf8, 0xcf8, 1, 8) */
+	0x47, 0x01, 0xf8, 0x0c, 0xf8, 0x0c, 0x01, 0x08,
+	/* WordIO (producer, EntireRange) 0x0000..0x0cf7 */
+	0x88, 0x0d, 0x00, 0x01, 0x0c, 0x03, 0x00, 0x00, 0x00, 0x00,
+	0xf7, 0x0c, 0x00, 0x00, 0xf8, 0x0c,
+	/* WordIO (producer, EntireRange) 0x0d00..0xffff */
+	0x88, 0x0d, 0x00, 0x01, 0x0c, 0x03, 0x00, 0x00, 0x00, 0x0d,
+	0xff, 0xff, 0x00, 0x00, 0x00, 0xf3,
+	/* DWordMemory (producer, MinFixed, MaxFixed, non-cacheable, RW):
+	 * the PCI hole, filled in by write_dsdt */
+	0x87, 0x17, 0x00, 0x00, 0x0c, 0x01, 0x00, 0x00, 0x00, 0x00,
+	0, 0, 0, 0, 0, 0, 0, 0, 0x00, 0x00, 0x00, 0x00, 0, 0, 0, 0,
+	/* EndTag */
+	0x79, 0x00,
+};
+/* The DWordMemory's minimum: before it the end tag, length,
+ * translation and maximum. */
+#define CRS_MEM_MIN (sizeof(pci0_crs) - 2 - 16)
+
+/* A growing AML byte stream; PkgLength fields are written when their
+ * package closes, in the fewest bytes that hold the length. */
+struct aml {
+	uint8_t *p;
+	size_t n;
+};
+
+static void aml_bytes(struct aml *a, const void *b, size_t n)
+{
+	memcpy(a->p + a->n, b, n);
+	a->n += n;
+}
+
+static void aml_byte(struct aml *a, uint8_t b)
+{
+	a->p[a->n++] = b;
+}
+
+static void aml_dword(struct aml *a, uint32_t v)
+{
+	aml_byte(a, 0x0c);	/* DWordPrefix */
+	aml_bytes(a, &v, 4);
+}
+
+static size_t aml_open(struct aml *a)
+{
+	size_t at = a->n;
+
+	a->n += 3;		/* the longest PkgLength we need */
+	return at;
+}
+
+static void aml_close(struct aml *a, size_t at)
+{
+	size_t body = a->n - at - 3, len;
+	uint8_t enc[3];
+	unsigned int k;
+
+	if (body + 1 <= 0x3f) {
+		k = 1;
+		enc[0] = body + 1;
+	} else if (body + 2 <= 0xfff) {
+		k = 2;
+		len = body + 2;
+		enc[0] = 0x40 | (len & 0xf);
+		enc[1] = len >> 4;
+	} else {
+		k = 3;
+		len = body + 3;
+		enc[0] = 0x80 | (len & 0xf);
+		enc[1] = len >> 4;
+		enc[2] = len >> 12;
+	}
+	memmove(a->p + at + k, a->p + at + 3, body);
+	memcpy(a->p + at, enc, k);
+	a->n = at + k + body;
+}
+
+static void aml_name(struct aml *a, const char seg[4])
+{
+	aml_byte(a, 0x08);	/* NameOp */
+	aml_bytes(a, seg, 4);
+}
+
+/* \_S5_, then Scope (\_SB) { Device (PCI0) { _HID, _UID, _CRS, _PRT } }.
+ * Linux ignores the MP table's interrupt entries once it runs on ACPI, so
+ * the _PRT is what tells it that INTA# of slot s is GSI pci_intx_gsi(s)
+ * (level-triggered, active low, as _PRT GSIs are). Returns the AML size. */
+static size_t write_dsdt_aml(uint8_t *p)
+{
+	struct aml a = { p, 0 };
+	uint8_t crs[sizeof(pci0_crs)];
+	uint32_t lo = VM_PCI_HOLE_START, hi = VM_PCI_HOLE_END - 1;
+	uint32_t size = VM_PCI_HOLE_END - VM_PCI_HOLE_START;
+	size_t scope, dev, buf, prt;
+
+	aml_bytes(&a, s5_aml, sizeof(s5_aml));
+	aml_byte(&a, 0x10);			/* ScopeOp */
+	scope = aml_open(&a);
+	aml_bytes(&a, "\\_SB_", 5);
+	aml_bytes(&a, "\x5b\x82", 2);		/* DeviceOp */
+	dev = aml_open(&a);
+	aml_bytes(&a, "PCI0", 4);
+	aml_name(&a, "_HID");
+	aml_dword(&a, 0x030ad041);		/* EisaId ("PNP0A03") */
+	aml_name(&a, "_UID");
+	aml_byte(&a, 0x00);			/* Zero */
+
+	memcpy(crs, pci0_crs, sizeof(crs));
+	memcpy(crs + CRS_MEM_MIN, &lo, 4);
+	memcpy(crs + CRS_MEM_MIN + 4, &hi, 4);
+	memcpy(crs + CRS_MEM_MIN + 12, &size, 4);
+	aml_name(&a, "_CRS");
+	aml_byte(&a, 0x11);			/* BufferOp */
+	buf = aml_open(&a);
+	aml_byte(&a, 0x0a);			/* BytePrefix: buffer size */
+	aml_byte(&a, sizeof(crs));
+	aml_bytes(&a, crs, sizeof(crs));
+	aml_close(&a, buf);
+
+	/* Package { Package { 0xssssFFFF, pin 0 (INTA#), Zero, GSI }, ... }
+	 * for every slot but the host bridge's. */
+	aml_name(&a, "_PRT");
+	aml_byte(&a, 0x12);			/* PackageOp */
+	prt = aml_open(&a);
+	aml_byte(&a, PCI_MAX_SLOTS - 1);
+	for (unsigned int s = 1; s < PCI_MAX_SLOTS; s++) {
+		size_t e;
+
+		aml_byte(&a, 0x12);
+		e = aml_open(&a);
+		aml_byte(&a, 4);
+		aml_dword(&a, s << 16 | 0xffff);
+		aml_byte(&a, 0x00);		/* INTA# */
+		aml_byte(&a, 0x00);		/* Zero: a GSI, not a link */
+		aml_byte(&a, 0x0a);
+		aml_byte(&a, pci_intx_gsi(s));
+		aml_close(&a, e);
+	}
+	aml_close(&a, prt);
+	aml_close(&a, dev);
+	aml_close(&a, scope);
+	return a.n;
+}
 
 static uint8_t checksum(const uint8_t *p, size_t n)
 {
@@ -140,6 +293,7 @@ int acpi_write_tables(struct gmem *m, unsigned int ncpus)
 {
 	uint8_t *base = gmem_ptr(m, ACPI_BASE, ACPI_SIZE);
 	uint8_t *rsdp, *rsdt, *xsdt, *facs, *dsdt;
+	size_t dsdt_len;
 
 	if (!base || !ncpus || ncpus > ACPI_MAX_CPUS)
 		return -EINVAL;
@@ -156,9 +310,11 @@ int acpi_write_tables(struct gmem *m, unsigned int ncpus)
 	put32(facs + 4, 64);
 	facs[32] = 2;						/* version */
 
-	header(dsdt, "DSDT", HDR_LEN + sizeof(dsdt_aml), 2);
-	memcpy(dsdt + HDR_LEN, dsdt_aml, sizeof(dsdt_aml));
-	finish(dsdt, HDR_LEN + sizeof(dsdt_aml));
+	dsdt_len = HDR_LEN + write_dsdt_aml(dsdt + HDR_LEN);
+	if (dsdt_len > DSDT_MAX)
+		return -ENOSPC;
+	header(dsdt, "DSDT", dsdt_len, 2);
+	finish(dsdt, dsdt_len);
 
 	write_madt(base + (MADT_ADDR - ACPI_BASE), ncpus);
 

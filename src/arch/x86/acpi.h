@@ -1,7 +1,9 @@
 /* Minimal ACPI: enough for a guest to power itself off (FADT with a PM1
  * register block, DSDT with \_S5), plus a MADT with the same CPUs, IOAPIC
  * and overrides as the MP table: Linux ignores the MP table once it finds
- * ACPI without a MADT. */
+ * ACPI without a MADT. The DSDT also describes the PCI host bridge (PCI0)
+ * with a _PRT giving each slot's INTA# GSI, which Linux on ACPI takes
+ * instead of the MP table's interrupt entries. */
 #ifndef IOVM_ARCH_X86_ACPI_H
 #define IOVM_ARCH_X86_ACPI_H
 
