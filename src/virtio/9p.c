@@ -313,7 +313,7 @@ static int v9p_queue_start(struct virtio_dev *dev, unsigned int index,
 	ret = v->nthreads ? 0 : EAGAIN;
 	if (ret) {
 		pthread_mutex_lock(&v->lock);
-		v->stop = true;
+		__atomic_store_n(&v->stop, true, __ATOMIC_RELAXED);
 		pthread_cond_broadcast(&v->cond);
 		pthread_cond_broadcast(&v->slot_cond);
 		pthread_mutex_unlock(&v->lock);
@@ -339,7 +339,7 @@ static void v9p_queue_stop(struct virtio_dev *dev, unsigned int index)
 	pthread_mutex_lock(&v->lock);
 	while (v->inflight)
 		pthread_cond_wait(&v->slot_cond, &v->lock);
-	v->stop = true;
+	__atomic_store_n(&v->stop, true, __ATOMIC_RELAXED);
 	pthread_cond_broadcast(&v->cond);
 	pthread_cond_broadcast(&v->slot_cond);
 	pthread_mutex_unlock(&v->lock);
