@@ -556,17 +556,20 @@ static void *resample_thread(void *arg)
 			if (read(pd->resample_fd, &cnt, sizeof(cnt)) != sizeof(cnt))
 				continue;
 			/* The guest EOI'd and KVM lowered the line; raise it
-			 * again if the device still has something to say. */
-			if (!pd->ops || !pd->ops->intx_pending ||
-			    !pd->ops->intx_pending(pd))
-				continue;
+			 * again if the device still has something to say. The
+			 * device is asked only while it has a binding on the
+			 * line, under pd->lock: a device that unbinds its
+			 * eventfds before freeing itself (virtio-pci at VM
+			 * shutdown) is never called after that. */
 			pthread_mutex_lock(&pd->lock);
 			for (unsigned int k = 0; k < pd->nbind; k++) {
-				if (pd->bind[k].gsi >= 0 && pd->bind[k].resample) {
-					if (write(pd->bind[k].fd, &one, 8) != 8)
-						pr_warn("PCI: INTx re-assert failed");
-					break;
-				}
+				if (pd->bind[k].gsi < 0 || !pd->bind[k].resample)
+					continue;
+				if (pd->ops && pd->ops->intx_pending &&
+				    pd->ops->intx_pending(pd) &&
+				    write(pd->bind[k].fd, &one, 8) != 8)
+					pr_warn("PCI: INTx re-assert failed");
+				break;
 			}
 			pthread_mutex_unlock(&pd->lock);
 		}

@@ -46,7 +46,10 @@ struct pci_dev_ops {
 	 * ioeventfds that live in it. */
 	void (*bar_mapped)(struct pci_dev *pd, unsigned int bar, uint64_t addr,
 			   bool mapped);
-	/* INTx level after the guest's EOI: true re-asserts the line. */
+	/* INTx level after the guest's EOI: true re-asserts the line.
+	 * Called with the device's irq lock held and only while one of its
+	 * eventfds is bound (pci_irq_unbind waits for a call in progress);
+	 * it must not call pci_irq_bind/unbind. */
 	bool (*intx_pending)(struct pci_dev *pd);
 	/* Config accesses at or above 0x40 after the generic handling (a
 	 * read may overwrite *data). */

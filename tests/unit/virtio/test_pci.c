@@ -436,6 +436,38 @@ static void test_reused_ring_used_idx(void **state)
 	assert_int_equal(elem[1], 513);	/* data and status, in used slot 0 */
 }
 
+/* The VM's shutdown frees the virtio-pci state while the bus (and its INTx
+ * resample thread) lives on: an EOI that arrives then must not reach the
+ * freed device. ASan reports the use after free this guards against. */
+static void test_intx_resample_after_shutdown(void **state)
+{
+	uint64_t buf = vdriver_alloc(&drv, 512), one = 1;
+	int resample = -1;
+
+	msix_enable(false);
+	negotiate(~0ull);
+	setup_queue(0, 32, PCI_NO_VECTOR);
+	mwr(VPCI_STATUS, 15, 1);
+	assert_int_equal(blk_rw(0, VIRTIO_BLK_T_IN, 0, buf, 512), VIRTIO_BLK_S_OK);
+	for (unsigned int i = 0; i < fvm->nirqfd; i++)
+		if (fvm->irqfd[i].assigned && fvm->irqfd[i].gsi == pci_intx_gsi(1))
+			resample = fvm->irqfd[i].resample_fd;
+	assert_true(resample >= 0);
+	fakevm_shutdown(fvm);
+	for (unsigned int i = 0; i < fvm->nirqfd; i++)
+		assert_false(fvm->irqfd[i].assigned);
+	/* a late EOI: the resample thread must leave the device alone */
+	assert_int_equal(write(resample, &one, 8), 8);
+	for (int i = 0; i < 100; i++) {
+		struct pollfd pf = { .fd = resample, .events = POLLIN };
+
+		if (poll(&pf, 1, 0) == 0)
+			break;
+		usleep(1000);
+	}
+	usleep(20000);	/* let it finish what it took */
+}
+
 static void test_feature_refusal(void **state)
 {
 	mwr(VPCI_STATUS, 0, 1);
@@ -488,6 +520,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_virtio_blk_msix, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_needs_reset_and_reset, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reused_ring_used_idx, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_intx_resample_after_shutdown, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_feature_refusal, setup, teardown),
 	};
 
