@@ -1,6 +1,7 @@
 /* Parsing of --disk and --share. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
@@ -28,6 +29,7 @@ static int disk_item(const char *key, const char *value, void *opaque)
 	if (!strcmp(key, "path") || !strcmp(key, "file")) {
 		if (!value || !*value)
 			return bad(c, "--disk: %s= needs a file name%s", key, value);
+		free((char *)d->path);	/* path= given twice: the last wins */
 		d->path = strdup(value);
 		return d->path ? 0 : -ENOMEM;
 	}
@@ -79,7 +81,7 @@ static int disk_item(const char *key, const char *value, void *opaque)
 	return bad(c, "--disk: unknown option '%s'%s (see iovm run --help)", key, NULL);
 }
 
-int config_parse_disk(const char *arg, struct disk_cfg *out, char *err,
+static int parse_disk(const char *arg, struct disk_cfg *out, char *err,
 		      size_t errlen)
 {
 	struct parse_ctx c = { out, err, errlen };
@@ -120,6 +122,7 @@ static int share_item(const char *key, const char *value, void *opaque)
 	if (!strcmp(key, "path")) {
 		if (!value || !*value)
 			return bad(c, "--share: %s= needs a folder%s", key, value);
+		free((char *)s->path);
 		s->path = strdup(value);
 		return s->path ? 0 : -ENOMEM;
 	}
@@ -129,6 +132,7 @@ static int share_item(const char *key, const char *value, void *opaque)
 		 * into a small buffer. */
 		if (!value || !*value || strlen(value) > 36)
 			return bad(c, "--share: %s=%s must be 1 to 36 characters", key, value);
+		free((char *)s->tag);
 		s->tag = strdup(value);
 		return s->tag ? 0 : -ENOMEM;
 	}
@@ -146,7 +150,7 @@ static int share_item(const char *key, const char *value, void *opaque)
 	return bad(c, "--share: unknown option '%s'%s", key, NULL);
 }
 
-int config_parse_share(const char *arg, bool need_tag, struct share_cfg *out,
+static int parse_share(const char *arg, bool need_tag, struct share_cfg *out,
 		       char *err, size_t errlen)
 {
 	struct parse_ctx c = { out, err, errlen };
@@ -168,6 +172,32 @@ int config_parse_share(const char *arg, bool need_tag, struct share_cfg *out,
 		return -EINVAL;
 	}
 	return 0;
+}
+
+/* On error nothing stays allocated, so callers can simply bail out. */
+int config_parse_disk(const char *arg, struct disk_cfg *out, char *err,
+		      size_t errlen)
+{
+	int ret = parse_disk(arg, out, err, errlen);
+
+	if (ret) {
+		free((char *)out->path);
+		out->path = NULL;
+	}
+	return ret;
+}
+
+int config_parse_share(const char *arg, bool need_tag, struct share_cfg *out,
+		       char *err, size_t errlen)
+{
+	int ret = parse_share(arg, need_tag, out, err, errlen);
+
+	if (ret) {
+		free((char *)out->path);
+		free((char *)out->tag);
+		out->path = out->tag = NULL;
+	}
+	return ret;
 }
 
 const char *disk_if_name(enum disk_if iface)

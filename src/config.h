@@ -48,7 +48,8 @@ struct vm_config {
 };
 
 /* Parse one --disk argument. On error returns -EINVAL and writes a one-line
- * message (without "iovm: ") to err. Does not touch the file system. */
+ * message (without "iovm: ") to err; nothing stays allocated then. Does not
+ * touch the file system. */
 int config_parse_disk(const char *arg, struct disk_cfg *out, char *err,
 		      size_t errlen);
 
