@@ -556,7 +556,38 @@ static void test_confinement(void **state)
 	/* symlink creation stores any target but never follows it */
 	assert_int_equal(p9c_symlink(c, 0, "new-escape", "/"), 0);
 	assert_int_equal(p9c_walk(c, 0, 7, "new-escape/etc"), -ENOENT);
+	/* changes through an escaping symlink's fid reach the link only */
+	{
+		struct p9_msg t = { .type = P9_TSETATTR };
+		struct stat before, after;
+
+		snprintf(q, sizeof(q), "%s/outside", e->dir);
+		assert_int_equal(stat(q, &before), 0);
+		t.u.tsetattr.fid = 4;	/* "abs" -> the outside folder */
+		t.u.tsetattr.valid = P9_SETATTR_MODE;
+		t.u.tsetattr.mode = 0777;
+		assert_int_equal(p9c_rpc(c, &t), -EOPNOTSUPP);
+		t.u.tsetattr.valid = P9_SETATTR_MTIME | P9_SETATTR_MTIME_SET;
+		t.u.tsetattr.mtime_sec = 12345;
+		p9c_rpc(c, &t);
+		t.u.tsetattr.valid = P9_SETATTR_SIZE;
+		assert_int_equal(p9c_rpc(c, &t), -EINVAL);
+		assert_int_equal(stat(q, &after), 0);
+		assert_int_equal(after.st_mode, before.st_mode);
+		assert_int_equal(after.st_mtime, before.st_mtime);
+	}
 	/* a hard link of the symlink is a link, not its target */
+	{
+		struct p9_msg t = { .type = P9_TLINK };
+
+		t.u.tlink.dfid = 0;
+		t.u.tlink.fid = 4;
+		t.u.tlink.name = S("hard-of-abs");
+		assert_int_equal(p9c_rpc(c, &t), 0);
+		at(e, "hard-of-abs", p, sizeof(p));
+		assert_int_equal(lstat(p, &st), 0);
+		assert_true(S_ISLNK(st.st_mode));
+	}
 	stop(e);
 }
 
