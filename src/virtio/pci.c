@@ -200,6 +200,10 @@ static void status_write(struct vpci *v, uint8_t val)
 		device_reset(v);
 		return;
 	}
+	/* Only a reset clears status bits (the driver must not, 2.1.2):
+	 * dropping FEATURES_OK would reopen feature negotiation and change
+	 * guest_features under running queue threads. */
+	val |= old & ~VIRTIO_STATUS_NEEDS_RESET;
 	if ((val & VIRTIO_STATUS_FEATURES_OK) && !(old & VIRTIO_STATUS_FEATURES_OK)) {
 		uint64_t f = v->gfeatures;
 

@@ -468,6 +468,30 @@ static void test_intx_resample_after_shutdown(void **state)
 	usleep(20000);	/* let it finish what it took */
 }
 
+/* A running device keeps its status bits and features until a reset: the
+ * driver cannot drop FEATURES_OK and renegotiate under the queue threads. */
+static void test_status_bits_sticky(void **state)
+{
+	uint64_t buf = vdriver_alloc(&drv, 512), before;
+
+	negotiate(~0ull & ~(1ull << VIRTIO_BLK_F_FLUSH));
+	setup_queue(0, 32, PCI_NO_VECTOR);
+	mwr(VPCI_STATUS, 15, 1);
+	before = ((struct virtio_dev *)*state)->guest_features;
+	assert_false(before & (1ull << VIRTIO_BLK_F_FLUSH));
+	mwr(VPCI_STATUS, 3, 1);
+	assert_int_equal(mrd(VPCI_STATUS, 1), 15);
+	mwr(VPCI_GFSELECT, 0, 4);
+	mwr(VPCI_GF, 0xffffffffu, 4);
+	mwr(VPCI_STATUS, 11, 1);
+	assert_int_equal(mrd(VPCI_STATUS, 1), 15);
+	assert_true(((struct virtio_dev *)*state)->guest_features == before);
+	assert_int_equal(blk_rw(0, VIRTIO_BLK_T_IN, 0, buf, 512), VIRTIO_BLK_S_OK);
+	/* a reset still clears everything */
+	mwr(VPCI_STATUS, 0, 1);
+	assert_int_equal(mrd(VPCI_STATUS, 1), 0);
+}
+
 static void test_feature_refusal(void **state)
 {
 	mwr(VPCI_STATUS, 0, 1);
@@ -521,6 +545,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_needs_reset_and_reset, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reused_ring_used_idx, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_intx_resample_after_shutdown, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_status_bits_sticky, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_feature_refusal, setup, teardown),
 	};
 
