@@ -7,6 +7,7 @@
  * start. */
 #include <errno.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -404,12 +405,25 @@ struct virtio_dev *virtio_9p_create(const struct share_cfg *cfg, char *err,
 	struct p9_server_cfg scfg = { .path = cfg->path, .ro = cfg->ro,
 				      .msize = cfg->msize };
 	size_t tl = cfg->tag ? strlen(cfg->tag) : 0;
+	struct rlimit rl;
 	struct v9p *v;
 
 	if (!tl || tl > 0xffff) {
 		snprintf(err, errlen, "--share %s: a tag= is required for virtio-9p",
 			 cfg->path);
 		return NULL;
+	}
+	/* Every path the guest walks holds an O_PATH descriptor: raise the
+	 * soft limit to the hard one, and keep half of it for the rest of
+	 * the VM (disks, eventfds, other shares). */
+	if (!getrlimit(RLIMIT_NOFILE, &rl)) {
+		if (rl.rlim_cur < rl.rlim_max) {
+			rl.rlim_cur = rl.rlim_max;
+			setrlimit(RLIMIT_NOFILE, &rl);
+			getrlimit(RLIMIT_NOFILE, &rl);
+		}
+		if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur / 2 < 16384)
+			scfg.lim.max_nodes = rl.rlim_cur / 2 > 256 ? rl.rlim_cur / 2 : 256;
 	}
 	v = calloc(1, sizeof(*v));
 	if (!v || !(v->config = malloc(2 + tl))) {
