@@ -46,6 +46,8 @@ enum blk_op {
 	BLK_OP_FLUSH,		/* fdatasync of everything completed before */
 	BLK_OP_DISCARD,		/* deallocate; reads return zeroes after */
 	BLK_OP_WRITE_ZEROES,
+	BLK_OP_ZERO_UNMAP,	/* zeroes, deallocated where the backend can
+				 * (a file's punched hole), written if not */
 };
 
 /* A completion: res is bytes moved (READ/WRITE), 0, or -errno. */

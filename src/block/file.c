@@ -459,8 +459,12 @@ int blkq_discard(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	struct io_uring_sqe *sqe;
 	int mode;
 
-	if (op != BLK_OP_DISCARD && op != BLK_OP_WRITE_ZEROES)
+	if (op != BLK_OP_DISCARD && op != BLK_OP_WRITE_ZEROES &&
+	    op != BLK_OP_ZERO_UNMAP)
 		return -EINVAL;
+	/* A block device's discard does not promise zeroes on read-back. */
+	if (op == BLK_OP_ZERO_UNMAP && be->is_blockdev)
+		op = BLK_OP_WRITE_ZEROES;
 	if (be->ro)
 		return -EROFS;
 	if (!range_ok(be, offset, len))
@@ -489,7 +493,7 @@ int blkq_discard(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	}
 	/* Zeroing runs in io_uring's workers: a block device zeroes the
 	 * range (blkdev_fallocate) without stalling this queue's thread. */
-	mode = op == BLK_OP_DISCARD ? FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE :
+	mode = op != BLK_OP_WRITE_ZEROES ? FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE :
 				      FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE;
 	io_uring_prep_fallocate(sqe, be->fd, mode, offset, len);
 	io_uring_sqe_set_data(sqe, s);
@@ -604,6 +608,16 @@ static int complete_res(struct blk_queue *q, struct blk_slot *s, int res)
 							    s->offset, s->len);
 			/* Punched holes read back as zeroes too. */
 			if (fallocate(s->be->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				      s->offset, s->len) == 0)
+				return 0;
+			return write_zeroes_sync(s->be, s->offset, s->len);
+		}
+		return res;
+	case BLK_OP_ZERO_UNMAP:
+		/* No hole punching in this file system: the range must
+		 * still read back as zeroes. */
+		if (res == -EOPNOTSUPP || res == -EINVAL) {
+			if (fallocate(s->be->fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
 				      s->offset, s->len) == 0)
 				return 0;
 			return write_zeroes_sync(s->be, s->offset, s->len);

@@ -81,6 +81,10 @@ static void lsi_pci_shutdown(void *opaque)
 {
 	struct lsi_pci *lp = opaque;
 
+	/* The PCI bus's INTx resample thread outlives the VM's devices: stop
+	 * it asking this HBA (and wait for a call in progress) before the HBA
+	 * is freed. */
+	pci_irq_unbind(lp->pd, lp->irq_fd);
 	lsi_destroy(lp->hba);
 	for (unsigned int i = 0; i < lp->nbe; i++)
 		blk_close(&lp->be[i]);

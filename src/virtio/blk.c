@@ -195,10 +195,10 @@ static int submit_range(struct vblk *b, struct vblk_req *r, struct iovec *iov,
 	rg.flags = le32toh(rg.flags);
 	if (r->type == VIRTIO_BLK_T_WRITE_ZEROES) {
 		allowed = VIRTIO_BLK_WRITE_ZEROES_UNMAP;
-		/* A punched hole reads back as zeroes in a file; on a
-		 * block device discard gives no such promise. */
-		op = (rg.flags & VIRTIO_BLK_WRITE_ZEROES_UNMAP) &&
-		     !b->be.is_blockdev ? BLK_OP_DISCARD : BLK_OP_WRITE_ZEROES;
+		/* Deallocate where the backend can and still promise
+		 * zeroes (the backend falls back to writing them). */
+		op = rg.flags & VIRTIO_BLK_WRITE_ZEROES_UNMAP ?
+		     BLK_OP_ZERO_UNMAP : BLK_OP_WRITE_ZEROES;
 	}
 	if (rg.flags & ~allowed)
 		return -ENOTSUP;
