@@ -15,6 +15,7 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "block/backend.h"
@@ -196,6 +197,7 @@ struct blk_queue {
 	struct blk_slot *deferred;	/* completed synchronously */
 	struct blk_slot **deferred_tail;
 	unsigned int unsubmitted;
+	bool taskrun_flag;	/* the kernel tells when completions wait on us */
 };
 
 struct blk_queue *blkq_create(unsigned int depth)
@@ -213,7 +215,13 @@ struct blk_queue *blkq_create(unsigned int depth)
 	if (!q->slots)
 		goto fail;
 	entries = depth + BLKQ_POLLS;
-	ret = io_uring_queue_init(entries, &q->ring, IORING_SETUP_COOP_TASKRUN);
+	/* TASKRUN_FLAG lets blkq_spin see, without a system call, when
+	 * completions are waiting for this thread to enter the kernel. */
+	ret = io_uring_queue_init(entries, &q->ring, IORING_SETUP_COOP_TASKRUN |
+						     IORING_SETUP_TASKRUN_FLAG);
+	q->taskrun_flag = ret == 0;
+	if (ret == -EINVAL)
+		ret = io_uring_queue_init(entries, &q->ring, IORING_SETUP_COOP_TASKRUN);
 	if (ret == -EINVAL)
 		ret = io_uring_queue_init(entries, &q->ring, 0);
 	if (ret < 0)
@@ -681,6 +689,39 @@ static int reap_ready(struct blk_queue *q)
 		finish(q, s, res);
 	}
 	return n;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + ts.tv_nsec;
+}
+
+bool blkq_spin(struct blk_queue *q, uint64_t ns)
+{
+	uint64_t deadline;
+	unsigned int i = 0;
+
+	if (blkq_submit(q) < 0 || q->deferred)
+		return true;
+	if (!ns)
+		return io_uring_cq_ready(&q->ring) > 0;
+	deadline = now_ns() + ns;
+	for (;;) {
+		if (io_uring_cq_ready(&q->ring))
+			return true;
+		/* Completions of file I/O are posted by task work that runs
+		 * only when this thread enters the kernel. */
+		if (!q->taskrun_flag ||
+		    (IO_URING_READ_ONCE(*q->ring.sq.kflags) & IORING_SQ_TASKRUN))
+			io_uring_get_events(&q->ring);
+		else
+			__builtin_ia32_pause();
+		if (!(++i & 15) && now_ns() >= deadline)
+			return io_uring_cq_ready(&q->ring) > 0;
+	}
 }
 
 int blkq_reap(struct blk_queue *q, bool wait)

@@ -490,6 +490,10 @@ static void *queue_thread(void *arg)
 			break;
 		if (!stop && !q->kick_armed && !q->inflight)
 			arm_kick(q);	/* stalled or failed to arm */
+		/* At low depth a sleep and a wakeup per request cost more
+		 * than the I/O; deep queues amortise them. */
+		if (q->inflight <= BLKQ_SPIN_MAX_INFLIGHT)
+			blkq_spin(q->bq, BLKQ_SPIN_NS);
 		ret = blkq_reap(q->bq, true);
 		if (ret < 0) {
 			pr_err("virtio-blk queue %u: io_uring: %s", q->index,
