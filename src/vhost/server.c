@@ -426,6 +426,35 @@ static int do_get_vring_base(struct vhu_server *s, struct vhu_msg *m)
 	return vhu_msg_reply(s->sock, m, &st, sizeof(st));
 }
 
+/* Kick, call and error fds come from the client and are read, polled and
+ * written by the queue threads, and queue_stop wakes a thread by writing
+ * to the kick fd. A pipe or socket there would never wake it (queue_stop
+ * hangs in pthread_join), and a blocking eventfd whose counter the client
+ * pushed near its maximum would block a write forever. So only eventfds
+ * are accepted, and they are made non-blocking: a full counter is already
+ * readable, so a write that fails with EAGAIN loses no wakeup. */
+static int check_eventfd(struct vhu_server *s, int fd, uint32_t i, const char *what)
+{
+	char path[32], target[32];
+	ssize_t n;
+	int fl;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, target, sizeof(target) - 1);
+	if (n < 0)
+		return fail(s, -errno, "vring %u: %s fd: %s: %s", i, what, path,
+			    strerror(errno));
+	target[n] = 0;
+	if (strcmp(target, "anon_inode:[eventfd]"))
+		return fail(s, -EINVAL, "vring %u: %s fd is %s, not an eventfd", i,
+			    what, target);
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return fail(s, -errno, "vring %u: %s fd: cannot make it non-blocking: %s",
+			    i, what, strerror(errno));
+	return 0;
+}
+
 static int do_set_vring_fd(struct vhu_server *s, struct vhu_msg *m)
 {
 	uint32_t i = m->p.u64 & VHU_VRING_IDX_MASK;
@@ -439,6 +468,14 @@ static int do_set_vring_fd(struct vhu_server *s, struct vhu_msg *m)
 		return fail(s, -EINVAL, "vring %u: unknown bits in 0x%" PRIx64, i, m->p.u64);
 	q = &s->q[i];
 	fd = nofd ? -1 : m->fds[0];
+	if (fd >= 0) {
+		/* Left in m on failure: handle_msg closes it. */
+		ret = check_eventfd(s, fd, i,
+				    m->hdr.request == VHU_SET_VRING_KICK ? "kick" :
+				    m->hdr.request == VHU_SET_VRING_CALL ? "call" : "error");
+		if (ret)
+			return ret;
+	}
 	m->nfds = 0;	/* the fd is ours now */
 	switch (m->hdr.request) {
 	case VHU_SET_VRING_KICK:

@@ -4,6 +4,7 @@
  * what the transport asked of it. Good sessions and hostile messages. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -71,6 +72,11 @@ static int fake_queue_start(struct virtio_dev *d, unsigned int i, struct virtq *
 	f->running[i] = true;
 	f->starts++;
 	f->started_vq = *vq;
+	/* Client fds reach the device non-blocking, so that no write to
+	 * them (a wakeup, a notification) can block a thread. */
+	assert_true(fcntl(vq->kick_fd, F_GETFL) & O_NONBLOCK);
+	if (vq->call_fd >= 0)
+		assert_true(fcntl(vq->call_fd, F_GETFL) & O_NONBLOCK);
 	return 0;
 }
 
@@ -512,8 +518,17 @@ enum hostile_kind {
 	H_KICK_NO_FD, H_KICK_POLLING, H_FD_ON_OWNER, H_TRUNCATED, H_RING_OUTSIDE,
 	H_FEATURES_REFUSED, H_ADD_REG_NO_PF, H_CONFIG_SIZE,
 	H_CONFIG_TOO_BIG, H_ADD_REG_NO_FD, H_PF_UNOFFERED, H_BASE_RANGE, H_ENABLE_VALUE,
-	H_VRING_LOG, H_KICK_BITS, H_COUNT
+	H_VRING_LOG, H_KICK_BITS, H_KICK_PIPE, H_KICK_SOCKET, H_CALL_PIPE,
+	H_CALL_MEMFD, H_ERR_SOCKET, H_COUNT
 };
+
+/* Sends fd (not an eventfd) as the kick, call or error fd of vring 0. */
+static void send_vring_fd(struct conn *c, uint32_t req, int fd)
+{
+	uint64_t u = 0;
+
+	send_msg(c->cfd, req, VHU_VERSION, &u, 8, &fd, 1);
+}
 
 static void send_hostile(struct conn *c, enum hostile_kind k)
 {
@@ -682,6 +697,31 @@ static void send_hostile(struct conn *c, enum hostile_kind k)
 	case H_KICK_BITS:
 		u = 1ull << 20;
 		send_msg(c->cfd, VHU_SET_VRING_KICK, VHU_VERSION, &u, 8, &ev, 1);
+		break;
+	case H_KICK_PIPE:
+	case H_CALL_PIPE: {
+		int p[2];
+
+		assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+		send_vring_fd(c, k == H_KICK_PIPE ? VHU_SET_VRING_KICK
+						  : VHU_SET_VRING_CALL, p[0]);
+		close(p[0]);
+		close(p[1]);
+		break;
+	}
+	case H_KICK_SOCKET:
+	case H_ERR_SOCKET: {
+		int sv[2];
+
+		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+		send_vring_fd(c, k == H_KICK_SOCKET ? VHU_SET_VRING_KICK
+						    : VHU_SET_VRING_ERR, sv[0]);
+		close(sv[0]);
+		close(sv[1]);
+		break;
+	}
+	case H_CALL_MEMFD:
+		send_vring_fd(c, VHU_SET_VRING_CALL, c->ram_fd);
 		break;
 	case H_COUNT:
 		break;
