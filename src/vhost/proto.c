@@ -198,6 +198,6 @@ int vhu_msg_reply(int sock, const struct vhu_msg *m, const void *payload,
 	if (n < 0)
 		return -errno;
 	/* A reply is at most a few hundred bytes: a short write means the
-	 * peer is gone or wedged. */
-	return (size_t)n == want ? 0 : -EPIPE;
+	 * send timeout struck part way, the peer is wedged. */
+	return (size_t)n == want ? 0 : -EAGAIN;
 }

@@ -137,7 +137,9 @@ struct vhu_msg {
  * or another -errno. On error no fd is left open. */
 int vhu_msg_recv(int sock, struct vhu_msg *m, char *err, size_t errlen);
 
-/* Sends a reply to m with this payload (flags: version + reply bit). */
+/* Sends a reply to m with this payload (flags: version + reply bit).
+ * Returns 0, -EAGAIN when the socket's send timeout expired before all of
+ * it left (the peer does not read), or another -errno. */
 int vhu_msg_reply(int sock, const struct vhu_msg *m, const void *payload,
 		  uint32_t size);
 

@@ -59,6 +59,7 @@ struct vhu_server {
 	uint64_t features;		/* acked by SET_FEATURES */
 	uint64_t protocol_features;	/* acked by SET_PROTOCOL_FEATURES */
 	int sock;
+	unsigned int send_timeout_ms;	/* for one reply to leave */
 	char err[256];			/* why the current message failed */
 };
 
@@ -78,6 +79,22 @@ static int fail(struct vhu_server *s, int ret, const char *fmt, ...)
 	vsnprintf(s->err, sizeof(s->err), fmt, ap);
 	va_end(ap);
 	return ret;
+}
+
+/* Sends a reply. The socket has a send timeout (vhu_server_serve), so a
+ * client that stops reading its replies is dropped, not waited for. */
+static int reply(struct vhu_server *s, const struct vhu_msg *m,
+		 const void *payload, uint32_t size)
+{
+	int ret = vhu_msg_reply(s->sock, m, payload, size);
+
+	if (ret == -EAGAIN)
+		return fail(s, -ETIMEDOUT,
+			    "cannot send a reply: the client has not read its replies for %u ms",
+			    s->send_timeout_ms);
+	if (ret)
+		return fail(s, ret, "cannot send a reply: %s", strerror(-ret));
+	return 0;
 }
 
 static void close_fd(int *fd)
@@ -225,7 +242,7 @@ static int do_get_features(struct vhu_server *s, struct vhu_msg *m)
 	uint64_t f = (s->dev->host_features & ~VHU_UNSUPPORTED_FEATURES) |
 		     (1ull << VHU_F_PROTOCOL_FEATURES);
 
-	return vhu_msg_reply(s->sock, m, &f, sizeof(f));
+	return reply(s, m, &f, sizeof(f));
 }
 
 static int do_set_features(struct vhu_server *s, struct vhu_msg *m)
@@ -263,7 +280,7 @@ static int do_get_protocol_features(struct vhu_server *s, struct vhu_msg *m)
 {
 	uint64_t f = VHU_PROTOCOL_FEATURES;
 
-	return vhu_msg_reply(s->sock, m, &f, sizeof(f));
+	return reply(s, m, &f, sizeof(f));
 }
 
 static int do_set_protocol_features(struct vhu_server *s, struct vhu_msg *m)
@@ -348,14 +365,14 @@ static int do_get_max_mem_slots(struct vhu_server *s, struct vhu_msg *m)
 {
 	uint64_t n = VHU_MEM_MAX_REGIONS;
 
-	return vhu_msg_reply(s->sock, m, &n, sizeof(n));
+	return reply(s, m, &n, sizeof(n));
 }
 
 static int do_get_queue_num(struct vhu_server *s, struct vhu_msg *m)
 {
 	uint64_t n = s->nq;
 
-	return vhu_msg_reply(s->sock, m, &n, sizeof(n));
+	return reply(s, m, &n, sizeof(n));
 }
 
 static int do_set_vring_num(struct vhu_server *s, struct vhu_msg *m)
@@ -423,7 +440,7 @@ static int do_get_vring_base(struct vhu_server *s, struct vhu_msg *m)
 	close_fd(&s->q[i].kick_fd);
 	st.index = i;
 	st.num = s->q[i].vq.last_avail;
-	return vhu_msg_reply(s->sock, m, &st, sizeof(st));
+	return reply(s, m, &st, sizeof(st));
 }
 
 /* Kick, call and error fds come from the client and are read, polled and
@@ -524,7 +541,7 @@ static int do_get_config(struct vhu_server *s, struct vhu_msg *m)
 
 	if (c->offset > VHU_MAX_CONFIG || c->size > VHU_MAX_CONFIG - c->offset) {
 		/* An empty payload is the protocol's error reply. */
-		return vhu_msg_reply(s->sock, m, c, 0);
+		return reply(s, m, c, 0);
 	}
 	/* The front-end may ask for its own idea of the config size, which
 	 * can be larger than ours: the rest reads as zero, as it would for
@@ -533,7 +550,7 @@ static int do_get_config(struct vhu_server *s, struct vhu_msg *m)
 	if (c->offset < len)
 		s->dev->ops->config_read(s->dev, c->offset, c->data,
 					 c->size < len - c->offset ? c->size : len - c->offset);
-	return vhu_msg_reply(s->sock, m, c, VHU_CONFIG_HDR_SIZE + c->size);
+	return reply(s, m, c, VHU_CONFIG_HDR_SIZE + c->size);
 }
 
 static int do_set_config(struct vhu_server *s, struct vhu_msg *m)
@@ -708,9 +725,7 @@ static int handle_msg(struct vhu_server *s, struct vhu_msg *m)
 	    has_pf(s, VHU_PF_REPLY_ACK)) {
 		uint64_t status = ret;
 
-		ret = vhu_msg_reply(s->sock, m, &status, sizeof(status));
-		if (ret)
-			fail(s, ret, "cannot send reply: %s", strerror(-ret));
+		ret = reply(s, m, &status, sizeof(status));
 	}
 out:
 	vhu_msg_close_fds(m);
@@ -739,6 +754,12 @@ int vhu_server_serve(struct vhu_server *s, int sock, int stop_fd)
 	int ret;
 
 	s->sock = sock;
+	/* A blocked sendmsg would stall this thread (and with it every
+	 * reconfiguration and shutdown) for as long as the client likes. */
+	setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO,
+		   &(struct timeval){ .tv_sec = s->send_timeout_ms / 1000,
+				      .tv_usec = s->send_timeout_ms % 1000 * 1000 },
+		   sizeof(struct timeval));
 	for (;;) {
 		struct pollfd p[2] = {
 			{ .fd = sock, .events = POLLIN },
@@ -797,6 +818,7 @@ struct vhu_server *vhu_server_new(struct virtio_dev *dev)
 	s->dev = dev;
 	s->nq = dev->num_queues;
 	s->sock = -1;
+	s->send_timeout_ms = VHU_SEND_TIMEOUT_MS;
 	for (unsigned int i = 0; i < s->nq; i++)
 		s->q[i].kick_fd = s->q[i].call_fd = s->q[i].err_fd = -1;
 	vhu_mem_init(&s->mem);
@@ -805,6 +827,11 @@ struct vhu_server *vhu_server_new(struct virtio_dev *dev)
 	dev->transport.config_changed = transport_config_changed;
 	dev->transport.opaque = s;
 	return s;
+}
+
+void vhu_server_set_send_timeout(struct vhu_server *s, unsigned int ms)
+{
+	s->send_timeout_ms = ms ? ms : 1;
 }
 
 void vhu_server_free(struct vhu_server *s)

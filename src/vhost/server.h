@@ -21,8 +21,15 @@ void vhu_server_free(struct vhu_server *s);
  * device, unmaps the client's memory and forgets its state, so the next
  * client starts afresh. Closes sock. Returns 0 when the client hung up,
  * -EBADMSG (or another -errno) when it was disconnected for an error,
- * -EINTR when stop_fd fired. */
+ * -EINTR when stop_fd fired; -ETIMEDOUT when the client left a reply
+ * unread in a full socket for the send timeout. */
 int vhu_server_serve(struct vhu_server *s, int sock, int stop_fd);
+
+/* How long a reply may wait for room in the socket before the client is
+ * dropped as not reading (default VHU_SEND_TIMEOUT_MS); applies from the
+ * next vhu_server_serve. */
+#define VHU_SEND_TIMEOUT_MS 10000
+void vhu_server_set_send_timeout(struct vhu_server *s, unsigned int ms);
 
 /* Listens on a UNIX socket at path (replacing a stale socket there), or
  * with path NULL on the inherited socket fd (listening, or already

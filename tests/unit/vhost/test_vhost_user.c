@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -777,6 +779,48 @@ static void test_too_many_fds(void **state)
 	conn_free(c);
 }
 
+/* A client that sends requests but never reads the replies: the server's
+ * sendmsg must give up after the send timeout and drop it, not block its
+ * thread for good. */
+static void test_reply_not_read(void **state)
+{
+	struct conn *c = conn_new();
+	struct vhu_hdr h = { VHU_GET_FEATURES, VHU_VERSION, 0 };
+	struct timespec deadline;
+	unsigned int sent = 0;
+	int ret;
+
+	conn_end(c);
+	vhu_server_set_send_timeout(c->srv, 200);
+	conn_start(c);
+	/* Until the socket is full both ways: the server, stuck on a reply,
+	 * reads no more requests. */
+	for (;;) {
+		struct pollfd p = { .fd = c->cfd, .events = POLLOUT };
+		ssize_t n;
+
+		if (poll(&p, 1, 1000) <= 0)
+			break;
+		n = send(c->cfd, &h, sizeof(h), MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n != (ssize_t)sizeof(h))
+			break;
+		sent++;
+	}
+	assert_true(sent > 1);
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += 10;
+	ret = pthread_timedjoin_np(c->thread, NULL, &deadline);
+	if (ret) {
+		/* Unblock the server so the test can end. */
+		close(c->cfd);
+		pthread_join(c->thread, NULL);
+		fail_msg("the server is still blocked on a reply nobody reads");
+	}
+	assert_int_equal(c->result, -ETIMEDOUT);
+	close(c->cfd);
+	conn_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -787,6 +831,7 @@ int main(void)
 		cmocka_unit_test(test_mem_translate),
 		cmocka_unit_test(test_hostile),
 		cmocka_unit_test(test_too_many_fds),
+		cmocka_unit_test(test_reply_not_read),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
