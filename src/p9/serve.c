@@ -248,7 +248,7 @@ static void conn_run(struct conn *c)
 			continue;
 		}
 		p9_req_begin(c->sess, &s->req, &in, 1);
-		if (!p9_req_may_block(&in, 1)) {
+		if (!p9_req_may_block(&s->req)) {
 			/* quick metadata: cheaper here than a hand-off */
 			serve_slot(c, s);
 			continue;

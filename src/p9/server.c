@@ -50,6 +50,7 @@ struct p9_fid {
 	uint32_t fid;
 	struct p9_fid *hnext;
 	unsigned int refs;		/* under session lock */
+	bool unlinked;			/* out of the table (clunk, remove) */
 	uint32_t uid;
 	struct p9_node *node;
 	_Atomic int ofd;		/* opened descriptor, -1 until lopen */
@@ -338,12 +339,14 @@ static void fid_put(struct p9_session *s, struct p9_fid *f)
 /* Points the fid at another node (walk to itself, lcreate). Handlers use
  * f->node without a reference of their own, so this is refused while any
  * other request holds the fid: the table's reference and the caller's are
- * the only ones allowed. */
+ * the only ones allowed. Once the fid left the table (a Tclunk or Tremove
+ * in progress), the other reference is that request's, which is using
+ * f->node: refused too. */
 static int fid_swap_node(struct p9_session *s, struct p9_fid *f,
 			 struct p9_node *n, struct p9_node **old)
 {
 	pthread_mutex_lock(&s->lock);
-	if (f->refs > 2) {
+	if (f->unlinked || f->refs > 2) {
 		pthread_mutex_unlock(&s->lock);
 		return -EBUSY;
 	}
@@ -408,6 +411,7 @@ static struct p9_fid *fid_unlink(struct p9_session *s, uint32_t fid)
 	f = *pp;
 	if (f) {
 		*pp = f->hnext;
+		f->unlinked = true;
 		s->nfids--;
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -1369,9 +1373,12 @@ static int h_write(struct op *o)
 		pthread_mutex_lock(&f->lock);
 		if (off != f->xcopied || count > f->xsize - f->xcopied) {
 			ret = -ENOSPC;
+		} else if (iov_copy(o->in, o->nin, P9_TWRITE_HDRSZ,
+				    f->xbuf + off, count, false) != count) {
+			/* p9_handle checked count against the payload;
+			 * never account bytes that were not copied. */
+			ret = -EPROTO;
 		} else {
-			iov_copy(o->in, o->nin, P9_TWRITE_HDRSZ,
-				 f->xbuf + off, count, false);
 			f->xcopied += count;
 			n = count;
 		}
@@ -1713,7 +1720,8 @@ static int h_xattrcreate(struct op *o)
 	if (atomic_load(&f->kind) != FID_PATH || atomic_load(&f->ofd) >= 0) {
 		ret = -EBUSY;
 	} else if (!(ret = xattr_reserve(s, size))) {
-		f->xbuf = size ? malloc(size) : NULL;
+		/* zeroed: no stale host heap can reach setxattr */
+		f->xbuf = size ? calloc(1, size) : NULL;
 		f->xname = strdup(name);
 		if ((size && !f->xbuf) || !f->xname) {
 			free(f->xbuf);
@@ -1850,7 +1858,7 @@ size_t p9_handle(struct p9_session *s, struct p9_req *r, struct iovec *in,
 		.s = s, .srv = s->srv, .m = &m, .r = &reply, .in = in,
 		.nin = nin, .out = out, .nout = nout, .req = r,
 	};
-	uint8_t hdr[P9_HDRSZ], *buf = r->small;
+	uint8_t *buf = r->small;
 	size_t in_len = iov_total(in, nin), copy;
 	uint32_t size, msize = p9_session_msize(s);
 	uint16_t tag = P9_NOTAG;
@@ -1858,11 +1866,14 @@ size_t p9_handle(struct p9_session *s, struct p9_req *r, struct iovec *in,
 	int err;
 
 	o.out_len = iov_total(out, nout);
-	if (iov_copy(in, nin, 0, hdr, sizeof(hdr), false) < sizeof(hdr))
+	/* The header p9_req_begin read: the request memory is the guest's
+	 * and may change between two reads, so it is never read again for
+	 * a decision (see the check after the copy below). */
+	if (!r->hdr_ok)
 		return reply_error(&o, tag, -EPROTO);
-	size = p9_get32(hdr);
-	m.type = hdr[4];
-	tag = p9_get16(hdr + 5);
+	size = r->size;
+	m.type = r->type;
+	tag = r->tag;
 	if (!r->tracked)
 		return reply_error(&o, tag, -ENOMEM);	/* too many in flight */
 	if (size != in_len)
@@ -1879,8 +1890,17 @@ size_t p9_handle(struct p9_session *s, struct p9_req *r, struct iovec *in,
 		if (!buf)
 			return reply_error(&o, tag, -ENOMEM);
 	}
-	iov_copy(in, nin, 0, buf, copy, false);
-	err = p9_decode(buf, copy, m.type == P9_TWRITE, &m);
+	/* The body is decoded from this one copy; its header must still be
+	 * the one validated above, or a size grown after the check could
+	 * make a Twrite count run past the payload actually present. */
+	if (iov_copy(in, nin, 0, buf, copy, false) != copy)
+		err = -EPROTO;
+	else if (copy >= P9_HDRSZ && (p9_get32(buf) != size ||
+				      buf[4] != m.type ||
+				      p9_get16(buf + 5) != tag))
+		err = -EPROTO;
+	else
+		err = p9_decode(buf, copy, m.type == P9_TWRITE, &m);
 	if (!err && (m.type & 1))
 		err = -EOPNOTSUPP;	/* R-messages are not requests */
 	if (!err && m.type != P9_TVERSION &&
@@ -1902,8 +1922,14 @@ void p9_req_begin(struct p9_session *s, struct p9_req *r,
 	uint8_t hdr[P9_HDRSZ];
 
 	r->tag = P9_NOTAG;
-	if (iov_copy(in, nin, 0, hdr, sizeof(hdr), false) == sizeof(hdr))
+	r->size = 0;
+	r->type = 0;
+	r->hdr_ok = iov_copy(in, nin, 0, hdr, sizeof(hdr), false) == sizeof(hdr);
+	if (r->hdr_ok) {
+		r->size = p9_get32(hdr);
+		r->type = hdr[4];
 		r->tag = p9_get16(hdr + 5);
+	}
 	pthread_mutex_lock(&s->lock);
 	r->tracked = s->npending < s->srv->lim.max_pending;
 	if (r->tracked) {
@@ -1917,13 +1943,11 @@ void p9_req_begin(struct p9_session *s, struct p9_req *r,
 	pthread_mutex_unlock(&s->lock);
 }
 
-bool p9_req_may_block(const struct iovec *in, unsigned int nin)
+bool p9_req_may_block(const struct p9_req *r)
 {
-	uint8_t hdr[P9_HDRSZ];
-
-	if (iov_copy(in, nin, 0, hdr, sizeof(hdr), false) < sizeof(hdr))
+	if (!r->hdr_ok)
 		return false;	/* answered with EPROTO at once */
-	switch (hdr[4]) {
+	switch (r->type) {
 	case P9_TREAD:
 	case P9_TWRITE:
 	case P9_TREADDIR:

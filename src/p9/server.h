@@ -48,6 +48,14 @@ uint32_t p9_session_msize(struct p9_session *s);
 struct p9_req {
 	struct p9_req *prev, *next;
 	uint64_t seq;
+	/* The header as read once from the request at p9_req_begin: the
+	 * request memory may be guest memory that changes under us, so
+	 * every later decision (worker or poller, size checks, dispatch)
+	 * uses this copy and p9_handle refuses a message whose body no
+	 * longer matches it. */
+	uint32_t size;
+	uint8_t type;
+	bool hdr_ok;		/* the header was complete */
 	uint16_t tag;
 	bool tracked;		/* counted in the in-flight list */
 	uint8_t small[128];	/* decode buffer for small requests */
@@ -58,19 +66,21 @@ struct p9_req {
 void p9_req_begin(struct p9_session *s, struct p9_req *r,
 		  const struct iovec *in, unsigned int nin);
 
-/* Serves the request in in[0..nin) (the whole message, size[4] first) and
+/* Serves the request in in[0..nin) (the whole message, size[4] first;
+ * the same iovecs given to p9_req_begin) and
  * writes the reply into out[0..nout). The arrays themselves may be
  * modified (not the memory they describe). Returns the reply length, or 0
  * when out cannot hold even an Rlerror. */
 size_t p9_handle(struct p9_session *s, struct p9_req *r, struct iovec *in,
 		 unsigned int nin, struct iovec *out, unsigned int nout);
 
-/* Whether the request in[0..nin) may take long: it moves file data, syncs,
- * or waits for other requests (read, write, readdir, fsync, setattr, lock,
- * flush). Transports hand those to worker threads and may serve the rest
- * (walk, getattr, clunk, create, ...) on the receiving thread, which saves
- * a thread hand-off on the metadata path. */
-bool p9_req_may_block(const struct iovec *in, unsigned int nin);
+/* Whether the request r (after p9_req_begin) may take long: it moves file
+ * data, syncs, or waits for other requests (read, write, readdir, fsync,
+ * setattr, lock, flush). Transports hand those to worker threads and may
+ * serve the rest (walk, getattr, clunk, create, ...) on the receiving
+ * thread, which saves a thread hand-off on the metadata path. It looks at
+ * the type p9_req_begin recorded, the same one p9_handle dispatches on. */
+bool p9_req_may_block(const struct p9_req *r);
 
 /* Called once the reply has been delivered (pushed, sent). */
 void p9_req_end(struct p9_session *s, struct p9_req *r);

@@ -163,7 +163,7 @@ static bool process_ring(struct v9p *v)
 				pr_guest("virtio-9p: request without room for a reply");
 			/* Registered in arrival order, for Tflush. */
 			p9_req_begin(v->sess, &s->req, s->iov, s->e.out_num);
-			if (p9_req_may_block(s->iov, s->e.out_num)) {
+			if (p9_req_may_block(&s->req)) {
 				/* An idle thread starts on it now: the poller
 				 * may go on popping, or wait for a free slot. */
 				pthread_mutex_lock(&v->lock);

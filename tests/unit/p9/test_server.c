@@ -1097,6 +1097,107 @@ static void test_version_resets(void **state)
 	stop(e);
 }
 
+/* Serves a request begun on buf as it was, after the caller changed buf
+ * the way a guest may between the transport's look and the server's. */
+static void begin_flip_handle(struct p9c *c, uint8_t *buf, size_t len,
+			      void (*flip)(uint8_t *), bool *may_block)
+{
+	struct iovec in = { buf, len }, out = { c->out, c->outsz };
+	struct p9_req r;
+
+	p9_req_begin(c->s, &r, &in, 1);
+	*may_block = p9_req_may_block(&r);
+	flip(buf);
+	c->rlen = p9_handle(c->s, &r, &in, 1, &out, 1);
+	p9_req_end(c->s, &r);
+}
+
+static void flip_to_clunk(uint8_t *b)
+{
+	b[4] = P9_TCLUNK;
+}
+
+static void flip_to_read(uint8_t *b)
+{
+	b[4] = P9_TREAD;
+}
+
+/* A Twrite that really carries 5 bytes, turned into one claiming 1000 */
+static void flip_write_size(uint8_t *b)
+{
+	p9_put32(b, P9_TWRITE_HDRSZ + 1000);
+	p9_put32(b + 19, 1000);
+}
+
+/* The message header is read from the request once, at p9_req_begin: a
+ * type or size changed afterwards (guest memory) is never acted on. A
+ * Tstatfs turned into a Tclunk must not clunk (the transport decided
+ * where to serve it by the first type, and a clunk beside a walk on
+ * the same fid freed the node under the walk); a Twrite grown after the
+ * size check must not copy past the payload into an xattr buffer. */
+static void test_header_read_once(void **state)
+{
+	struct env *e = *state;
+	struct p9c *c = &e->c;
+	struct p9_msg t = { .type = P9_TSTATFS, .tag = 9 };
+	struct p9_stats st;
+	uint8_t buf[64];
+	bool mb;
+	int len;
+
+	start(e, false, 65536, NULL);
+	assert_int_equal(p9c_walk(c, 0, 1, ""), 0);
+	t.u.tfid.fid = 1;
+	len = p9_encode(&t, buf, sizeof(buf));
+	begin_flip_handle(c, buf, len, flip_to_clunk, &mb);
+	assert_false(mb);
+	assert_int_equal(p9c_decode_reply(c, P9_TSTATFS), -EPROTO);
+	assert_int_equal(c->r.tag, 9);
+	p9_session_stats(c->s, &st);
+	assert_int_equal(st.fids, 2);
+	assert_int_equal(p9c_getattr(c, 1), 0);
+
+	/* the worker/poller choice follows the first read too */
+	t.type = P9_TREAD;
+	t.u.tread.fid = 1;
+	t.u.tread.count = 10;
+	len = p9_encode(&t, buf, sizeof(buf));
+	buf[4] = P9_TGETATTR;	/* looked at as a metadata request */
+	begin_flip_handle(c, buf, len, flip_to_read, &mb);
+	assert_false(mb);
+	assert_int_equal(p9c_decode_reply(c, P9_TGETATTR), -EPROTO);
+
+	/* xattr Twrite whose size and count grow after the check */
+	{
+		struct p9_msg x = { .type = P9_TXATTRCREATE };
+		struct p9_msg w = { .type = P9_TWRITE, .tag = 4 };
+		char p[256], v[16];
+
+		at(e, "x", p, sizeof(p));
+		close(open(p, O_CREAT | O_WRONLY, 0644));
+		if (setxattr(p, "user.probe", "1", 1, 0) == 0) {
+			removexattr(p, "user.probe");
+			assert_int_equal(p9c_walk(c, 0, 2, "x"), 0);
+			x.u.txattrcreate.fid = 2;
+			x.u.txattrcreate.name = S("user.k");
+			x.u.txattrcreate.size = 1005;
+			assert_int_equal(p9c_rpc(c, &x), 0);
+			w.u.twrite.fid = 2;
+			w.u.twrite.d = (struct p9_data){ 5, "value" };
+			len = p9_encode(&w, buf, sizeof(buf));
+			assert_int_equal(len, P9_TWRITE_HDRSZ + 5);
+			begin_flip_handle(c, buf, len, flip_write_size, &mb);
+			assert_true(mb);
+			assert_int_equal(p9c_decode_reply(c, P9_TWRITE), -EPROTO);
+			/* nothing was accounted: the value is still empty,
+			 * so committing it short fails and sets nothing */
+			assert_int_equal(p9c_fidop(c, P9_TCLUNK, 2), -EINVAL);
+			assert_int_equal(getxattr(p, "user.k", v, sizeof(v)), -1);
+		}
+	}
+	stop(e);
+}
+
 static void test_open_errors(void **state)
 {
 	struct p9_server_cfg cfg = { .path = "/nonexistent/share" };
@@ -1124,6 +1225,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_limits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_flush, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_version_resets, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_header_read_once, setup, teardown),
 		cmocka_unit_test(test_open_errors),
 	};
 
