@@ -896,6 +896,46 @@ out:
 	return ret;
 }
 
+/* Tlcreate of a name that exists (no P9_DOTL_EXCL) opens that file, which
+ * must be a regular one: a device node would reach a host device (which
+ * Tlopen refuses too), and a directory, FIFO or socket is no file to
+ * create. The type is checked on an O_PATH descriptor before any real
+ * open (opening a device has effects), and the open goes through that
+ * same descriptor, so a name swapped in between changes nothing. Returns
+ * the opened descriptor and its O_PATH one. */
+static int open_existing(struct p9_server *srv, int dirfd, const char *name,
+			 int fl, int *fdp, int *pfdp)
+{
+	struct stat st;
+	char nm[16];
+	int fd, pfd, ret;
+
+	pfd = open_beneath(dirfd, name, O_PATH | O_NOFOLLOW, 0);
+	if (pfd < 0)
+		return pfd;
+	if (fstat(pfd, &st)) {
+		ret = -errno;
+		close(pfd);
+		return ret;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(pfd);
+		if (S_ISDIR(st.st_mode))
+			return -EISDIR;
+		return S_ISLNK(st.st_mode) ? -ELOOP : -EACCES;
+	}
+	proc_name(pfd, nm);
+	fd = openat(srv->procfd, nm, fl);
+	if (fd < 0) {
+		ret = -errno;
+		close(pfd);
+		return ret;
+	}
+	*fdp = fd;
+	*pfdp = pfd;
+	return 0;
+}
+
 static int h_lcreate(struct op *o)
 {
 	struct p9_session *s = o->s;
@@ -906,7 +946,7 @@ static int h_lcreate(struct op *o)
 	uint32_t p9fl = o->m->u.tlcreate.flags;
 	bool created = true;
 	struct stat st;
-	int fl, fd, pfd, ret;
+	int fl, fd, pfd = -1, ret;
 
 	if (!f)
 		return -EBADF;
@@ -937,18 +977,21 @@ static int h_lcreate(struct op *o)
 			  o->m->u.tlcreate.mode & 07777);
 	if (fd == -EEXIST && !(p9fl & P9_DOTL_EXCL)) {
 		created = false;
-		fd = open_beneath(f->node->fd, name, fl | O_NOFOLLOW, 0);
-	}
-	if (fd < 0) {
-		ret = fd;
-		goto out_slot;
-	}
-	proc_name(fd, nm);
-	pfd = openat(srv->procfd, nm, O_PATH | O_CLOEXEC);
-	if (pfd < 0) {
-		ret = -errno;
-		close(fd);
-		goto out_slot;
+		ret = open_existing(srv, f->node->fd, name, fl, &fd, &pfd);
+		if (ret)
+			goto out_slot;
+	} else {
+		if (fd < 0) {
+			ret = fd;
+			goto out_slot;
+		}
+		proc_name(fd, nm);
+		pfd = openat(srv->procfd, nm, O_PATH | O_CLOEXEC);
+		if (pfd < 0) {
+			ret = -errno;
+			close(fd);
+			goto out_slot;
+		}
 	}
 	if (created)
 		fix_owner_mode(s, pfd, f->uid, o->m->u.tlcreate.gid,

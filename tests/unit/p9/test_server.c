@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
@@ -1198,6 +1199,44 @@ static void test_header_read_once(void **state)
 	stop(e);
 }
 
+/* Tlcreate without P9_DOTL_EXCL on an existing name opens it: only a
+ * regular file, never a device node, FIFO or directory (Tlopen refuses
+ * device nodes; this path must not be a way around it). The open slot
+ * taken for the attempt is given back. */
+static void test_lcreate_existing_special(void **state)
+{
+	struct env *e = *state;
+	struct p9c *c = &e->c;
+	struct p9_stats st;
+	char p[256];
+
+	at(e, "fifo", p, sizeof(p));
+	assert_int_equal(mkfifo(p, 0666), 0);
+	at(e, "dir", p, sizeof(p));
+	assert_int_equal(mkdir(p, 0755), 0);
+	at(e, "null", p, sizeof(p));
+	/* a device node needs CAP_MKNOD: tested when we have it */
+	bool have_dev = mknod(p, S_IFCHR | 0666, makedev(1, 3)) == 0;
+	at(e, "reg", p, sizeof(p));
+	close(open(p, O_CREAT | O_WRONLY, 0644));
+
+	start(e, false, 65536, NULL);
+	assert_int_equal(p9c_walk(c, 0, 1, ""), 0);
+	assert_int_equal(p9c_lcreate(c, 1, "fifo", O_RDWR, 0644), -EACCES);
+	assert_int_equal(p9c_lcreate(c, 1, "dir", O_RDONLY, 0644), -EISDIR);
+	if (have_dev)
+		assert_int_equal(p9c_lcreate(c, 1, "null", O_RDWR, 0644),
+				 -EACCES);
+	p9_session_stats(c->s, &st);
+	assert_int_equal(st.open, 0);
+	/* the fid is still a path fid, and a regular file still opens */
+	assert_int_equal(p9c_lcreate(c, 1, "reg", O_RDWR, 0644), 0);
+	assert_int_equal(c->r.u.ropen.qid.type, P9_QTFILE);
+	p9_session_stats(c->s, &st);
+	assert_int_equal(st.open, 1);
+	stop(e);
+}
+
 static void test_open_errors(void **state)
 {
 	struct p9_server_cfg cfg = { .path = "/nonexistent/share" };
@@ -1226,6 +1265,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_flush, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_version_resets, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_header_read_once, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lcreate_existing_special, setup, teardown),
 		cmocka_unit_test(test_open_errors),
 	};
 
