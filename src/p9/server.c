@@ -418,22 +418,27 @@ static struct p9_fid *fid_unlink(struct p9_session *s, uint32_t fid)
 	return f;	/* the table's reference passes to the caller */
 }
 
+/* Empties the table in one sweep of the buckets (a rescan from bucket 0
+ * per fid would be quadratic with a full table), then drops the table's
+ * references outside the session lock, as fid_free closes descriptors. */
 static void fid_clear_all(struct p9_session *s)
 {
-	for (;;) {
-		struct p9_fid *f = NULL;
+	struct p9_fid *list = NULL, *f, *next;
 
-		pthread_mutex_lock(&s->lock);
-		for (uint32_t i = 0; i < s->nbuckets && !f; i++) {
-			f = s->buckets[i];
-			if (f) {
-				s->buckets[i] = f->hnext;
-				s->nfids--;
-			}
+	pthread_mutex_lock(&s->lock);
+	for (uint32_t i = 0; i < s->nbuckets; i++) {
+		for (f = s->buckets[i]; f; f = next) {
+			next = f->hnext;
+			f->unlinked = true;
+			f->hnext = list;
+			list = f;
 		}
-		pthread_mutex_unlock(&s->lock);
-		if (!f)
-			return;
+		s->buckets[i] = NULL;
+	}
+	s->nfids = 0;
+	pthread_mutex_unlock(&s->lock);
+	for (f = list; f; f = next) {
+		next = f->hnext;
 		fid_put(s, f);
 	}
 }
