@@ -14,6 +14,7 @@
  * One line per job on stdout, in bench/blk-floor's format:
  *   job=NAME iops=N bw_mbs=N lat_mean_us=N lat_p99_us=N ios=N cpu_us_per_io=N */
 #include <errno.h>
+#include <fcntl.h>
 #include <dirent.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -160,8 +161,10 @@ static void setup(const char *path)
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
 	if (connect(sock, (struct sockaddr *)&sa, sizeof(sa)))
 		die("connect %s: %s", path, strerror(errno));
-	memfd = memfd_create("vhost-client-ram", MFD_CLOEXEC);
-	if (memfd < 0 || ftruncate(memfd, RAM_SIZE))
+	memfd = memfd_create("vhost-client-ram", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	/* Back-ends (iovm's among them) may refuse memfds that can shrink. */
+	if (memfd < 0 || ftruncate(memfd, RAM_SIZE) ||
+	    fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW))
 		die("memfd: %s", strerror(errno));
 	ram = mmap(NULL, RAM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
 		   memfd, 0);

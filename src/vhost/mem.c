@@ -1,5 +1,6 @@
 /* The vhost-user memory table: mapping, checking and translating. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -74,11 +75,28 @@ int vhu_mem_add(struct vhu_mem *m, const struct vhu_region *r, int fd,
 	struct stat st;
 	uint64_t align, start, len;
 	void *p;
-	int ret;
+	int ret, seals;
 
 	ret = check_region(m, r, err, errlen);
 	if (ret)
 		return ret;
+	/* The size check below only holds while the file cannot shrink: a
+	 * client truncating its file under our mapping turns every access
+	 * past the new end into a SIGBUS in the backend. A memfd (the only
+	 * files F_GET_SEALS works on) must carry F_SEAL_SHRINK, as QEMU's
+	 * memory-backend-memfd sets by default (seal=on). It is checked
+	 * before fstat: a seal is permanent, so the size read after it
+	 * stays true. Other files (hugetlbfs, tmpfs or disk files, as
+	 * memory-backend-file gives) cannot be sealed and are still
+	 * accepted: a client that truncates one of those can still crash
+	 * the backend with SIGBUS. */
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals >= 0 && !(seals & F_SEAL_SHRINK)) {
+		snprintf(err, errlen, "memory region gpa 0x%" PRIx64 " is a memfd without "
+			 "F_SEAL_SHRINK: the client could truncate it under the backend "
+			 "(QEMU: memory-backend-memfd with seal=on)", r->gpa);
+		return -EPERM;
+	}
 	if (fstat(fd, &st) < 0) {
 		ret = -errno;
 		snprintf(err, errlen, "memory region fd: %s", strerror(errno));

@@ -7,6 +7,7 @@
  * Input records: [u8 fd spec][u16 length][length bytes of message].
  * fd spec: bits 0-1 number of fds, bit 2 eventfds instead of memfds. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -112,9 +113,11 @@ static void setup(void)
 				 (1ull << VIRTIO_F_RING_INDIRECT_DESC);
 	fdev.dev.ops = &f_ops;
 	srv = vhu_server_new(&fdev.dev);
-	memfd = memfd_create("fuzz-ram", MFD_CLOEXEC);
+	memfd = memfd_create("fuzz-ram", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	evfd = eventfd(0, EFD_CLOEXEC);
-	if (!srv || memfd < 0 || evfd < 0 || ftruncate(memfd, RAM_SIZE))
+	/* sealed, or the server refuses every memory table */
+	if (!srv || memfd < 0 || evfd < 0 || ftruncate(memfd, RAM_SIZE) ||
+	    fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK))
 		abort();
 }
 

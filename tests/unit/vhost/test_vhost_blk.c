@@ -3,6 +3,7 @@
  * memfd "guest RAM" and writes descriptors itself: config space, writes and
  * reads end to end, and a client that hangs up with writes in flight. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -102,9 +103,11 @@ static int setup(void **state)
 		fail_msg("virtio_blk_create: %s", err);
 	e->srv = vhu_server_new(e->dev);
 	assert_non_null(e->srv);
-	e->ram_fd = memfd_create("ram", MFD_CLOEXEC);
+	e->ram_fd = memfd_create("ram", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	assert_true(e->ram_fd >= 0);
 	assert_int_equal(ftruncate(e->ram_fd, RAM_SIZE), 0);
+	/* the server refuses memfds that could shrink */
+	assert_int_equal(fcntl(e->ram_fd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
 	e->ram = mmap(NULL, RAM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, e->ram_fd, 0);
 	assert_true(e->ram != MAP_FAILED);
 	*state = e;

@@ -161,9 +161,11 @@ static struct conn *conn_new(void)
 	fake_init(&c->fake);
 	c->srv = vhu_server_new(&c->fake.dev);
 	assert_non_null(c->srv);
-	c->ram_fd = memfd_create("ram", MFD_CLOEXEC);
+	c->ram_fd = memfd_create("ram", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	assert_true(c->ram_fd >= 0);
 	assert_int_equal(ftruncate(c->ram_fd, RAM_SIZE), 0);
+	/* as QEMU's memory-backend-memfd does */
+	assert_int_equal(fcntl(c->ram_fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
 	c->ram = mmap(NULL, RAM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, c->ram_fd, 0);
 	assert_true(c->ram != MAP_FAILED);
 	conn_start(c);
@@ -481,13 +483,18 @@ static void test_mem_translate(void **state)
 {
 	struct vhu_mem m;
 	struct vhu_region r = { 0x100000, 0x10000, UADDR, 0x1000 };
-	int fd = memfd_create("t", MFD_CLOEXEC);
+	int fd = memfd_create("t", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	char err[256];
 	uint64_t gpa;
 	uint8_t *p;
 
 	assert_int_equal(ftruncate(fd, 0x20000), 0);
 	vhu_mem_init(&m);
+	/* A memfd that may still shrink is refused: truncating it later
+	 * would SIGBUS the backend. */
+	assert_int_equal(vhu_mem_add(&m, &r, fd, err, sizeof(err)), -EPERM);
+	assert_non_null(strstr(err, "F_SEAL_SHRINK"));
+	assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
 	assert_int_equal(vhu_mem_add(&m, &r, fd, err, sizeof(err)), 0);
 	p = vhu_mem_uva_to_hva(&m, UADDR + 0x10, 4);
 	assert_non_null(p);
@@ -521,7 +528,8 @@ enum hostile_kind {
 	H_FEATURES_REFUSED, H_ADD_REG_NO_PF, H_CONFIG_SIZE,
 	H_CONFIG_TOO_BIG, H_ADD_REG_NO_FD, H_PF_UNOFFERED, H_BASE_RANGE, H_ENABLE_VALUE,
 	H_VRING_LOG, H_KICK_BITS, H_KICK_PIPE, H_KICK_SOCKET, H_CALL_PIPE,
-	H_CALL_MEMFD, H_ERR_SOCKET, H_COUNT
+	H_CALL_MEMFD, H_ERR_SOCKET, H_TABLE_UNSEALED, H_TABLE_NO_SEALING,
+	H_ADD_REG_UNSEALED, H_COUNT
 };
 
 /* Sends fd (not an eventfd) as the kick, call or error fd of vring 0. */
@@ -725,6 +733,28 @@ static void send_hostile(struct conn *c, enum hostile_kind k)
 	case H_CALL_MEMFD:
 		send_vring_fd(c, VHU_SET_VRING_CALL, c->ram_fd);
 		break;
+	case H_TABLE_UNSEALED:
+	case H_TABLE_NO_SEALING:
+	case H_ADD_REG_UNSEALED: {
+		/* Sealable but not sealed, or not sealable at all (its only
+		 * seal is F_SEAL_SEAL): either may shrink under the server. */
+		int mfd = memfd_create("unsealed", MFD_CLOEXEC |
+				       (k == H_TABLE_NO_SEALING ? 0 : MFD_ALLOW_SEALING));
+
+		assert_true(mfd >= 0);
+		assert_int_equal(ftruncate(mfd, RAM_SIZE), 0);
+		if (k == H_ADD_REG_UNSEALED) {
+			struct vhu_mem_single ms = { 0, t.r[0] };
+			uint64_t pf = all_pf;
+
+			send_req(c->cfd, VHU_SET_PROTOCOL_FEATURES, &pf, 8);
+			send_msg(c->cfd, VHU_ADD_MEM_REG, VHU_VERSION, &ms, sizeof(ms), &mfd, 1);
+		} else {
+			send_msg(c->cfd, VHU_SET_MEM_TABLE, VHU_VERSION, &t, tsize, &mfd, 1);
+		}
+		close(mfd);
+		break;
+	}
 	case H_COUNT:
 		break;
 	}
