@@ -28,6 +28,10 @@
 
 #define SLOTS 16	/* requests in flight per connection */
 #define WORKERS 4	/* threads serving one connection */
+/* A slot always keeps buffers up to this size: any metadata request and
+ * its reply (p9_reply_room: 512 + a 4095-byte readlink target + the
+ * request) fit, so the metadata path never reallocates. */
+#define SLOT_KEEP 16384
 
 struct slot {
 	struct p9_req req;
@@ -47,6 +51,11 @@ struct conn {
 	struct slot *ready_head, *ready_tail;
 	unsigned int inflight;
 	bool stopping;
+	/* Bytes of slot buffers held. Above twice msize when a slot is
+	 * freed, its buffers beyond SLOT_KEEP go back to the heap: a burst of
+	 * msize reads or writes leaves at most that much behind, instead of
+	 * SLOTS buffers of msize each way for the connection's life. */
+	atomic_size_t held;
 	pthread_t workers[WORKERS];
 };
 
@@ -98,9 +107,9 @@ static int send_full(int fd, const void *buf, size_t len)
 	return 0;
 }
 
-/* Grows a slot buffer to at least need bytes; buffers are reused for the
- * connection's life and never exceed the negotiated msize. */
-static int ensure(uint8_t **buf, size_t *cap, size_t need)
+/* Grows a slot buffer to at least need bytes (sized from the request,
+ * never above the negotiated msize), counting it in c->held. */
+static int ensure(struct conn *c, uint8_t **buf, size_t *cap, size_t need)
 {
 	uint8_t *p;
 
@@ -109,9 +118,29 @@ static int ensure(uint8_t **buf, size_t *cap, size_t need)
 	p = realloc(*buf, need);
 	if (!p)
 		return -ENOMEM;
+	atomic_fetch_add(&c->held, need - *cap);
 	*buf = p;
 	*cap = need;
 	return 0;
+}
+
+static void drop_buf(struct conn *c, uint8_t **buf, size_t *cap)
+{
+	if (*cap <= SLOT_KEEP)
+		return;
+	free(*buf);
+	atomic_fetch_sub(&c->held, *cap);
+	*buf = NULL;
+	*cap = 0;
+}
+
+/* Called as a slot goes free: see conn.held. */
+static void trim_slot(struct conn *c, struct slot *s)
+{
+	if (atomic_load(&c->held) <= 2 * (size_t)p9_session_msize(c->sess))
+		return;
+	drop_buf(c, &s->in, &s->incap);
+	drop_buf(c, &s->out, &s->outcap);
 }
 
 static void serve_slot(struct conn *c, struct slot *s)
@@ -120,7 +149,8 @@ static void serve_slot(struct conn *c, struct slot *s)
 	struct iovec out;
 	size_t rlen;
 
-	if (ensure(&s->out, &s->outcap, p9_session_msize(c->sess))) {
+	if (ensure(c, &s->out, &s->outcap,
+		   p9_reply_room(c->sess, &s->req, &in, 1))) {
 		/* No memory for a reply buffer: say so from the stack. */
 		struct p9_msg m = { .type = P9_RLERROR,
 				    .tag = p9_get16(s->in + 5) };
@@ -141,6 +171,7 @@ static void serve_slot(struct conn *c, struct slot *s)
 		pthread_mutex_unlock(&c->send_lock);
 	}
 	p9_req_end(c->sess, &s->req);
+	trim_slot(c, s);
 	pthread_mutex_lock(&c->lock);
 	s->next = c->free_list;
 	c->free_list = s;
@@ -188,6 +219,7 @@ static struct slot *get_slot(struct conn *c)
 
 static void put_slot(struct conn *c, struct slot *s)
 {
+	trim_slot(c, s);
 	pthread_mutex_lock(&c->lock);
 	s->next = c->free_list;
 	c->free_list = s;
@@ -221,7 +253,7 @@ static int read_message(struct conn *c, struct slot *s)
 			size, msize);
 		return -EPROTO;
 	}
-	if (ensure(&s->in, &s->incap, size))
+	if (ensure(c, &s->in, &s->incap, size))
 		return -ENOMEM;
 	memcpy(s->in, hdr, 4);
 	s->len = size;
@@ -279,6 +311,7 @@ static void *conn_main(void *p)
 	if (!c)
 		goto out;
 	c->fd = a->fd;
+	atomic_init(&c->held, 0);
 	c->sess = p9_session_new(a->srv);
 	if (!c->sess)
 		goto out;

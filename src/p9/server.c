@@ -2009,6 +2009,24 @@ bool p9_req_may_block(const struct p9_req *r)
 	}
 }
 
+size_t p9_reply_room(struct p9_session *s, const struct p9_req *r,
+		     const struct iovec *in, unsigned int nin)
+{
+	uint32_t msize = p9_session_msize(s);
+	/* reply_send's fixed part, a readlink target, or a getlock client
+	 * id (which comes from the request, so within r->size) */
+	size_t room = REPLY_BUF + P9_TARGET_MAX + (size_t)r->size;
+	uint8_t cnt[4];
+
+	/* Tread and Treaddir: fid[4] offset[8] count[4] after the header;
+	 * the reply is an Rread/Rreaddir of up to count bytes or an
+	 * Rlerror, no longer than the Rread header. */
+	if (r->hdr_ok && (r->type == P9_TREAD || r->type == P9_TREADDIR) &&
+	    iov_copy(in, nin, P9_HDRSZ + 12, cnt, sizeof(cnt), false) == sizeof(cnt))
+		room = P9_IOHDRSZ + (size_t)p9_get32(cnt);
+	return room < msize ? room : msize;
+}
+
 void p9_req_end(struct p9_session *s, struct p9_req *r)
 {
 	if (!r->tracked)

@@ -82,6 +82,14 @@ size_t p9_handle(struct p9_session *s, struct p9_req *r, struct iovec *in,
  * the type p9_req_begin recorded, the same one p9_handle dispatches on. */
 bool p9_req_may_block(const struct p9_req *r);
 
+/* Most bytes the reply to request r (after p9_req_begin, in[0..nin) its
+ * message) can take, never above msize: count plus the Rread header for
+ * Tread/Treaddir, a small bound for every other reply (a readlink target
+ * and an echoed getlock client id included). Transports that allocate
+ * reply buffers size them with this rather than msize. */
+size_t p9_reply_room(struct p9_session *s, const struct p9_req *r,
+		     const struct iovec *in, unsigned int nin);
+
 /* Called once the reply has been delivered (pushed, sent). */
 void p9_req_end(struct p9_session *s, struct p9_req *r);
 

@@ -1269,6 +1269,66 @@ static void test_version_clears_full_table(void **state)
 	stop(e);
 }
 
+/* Serves t into a reply buffer of exactly p9_reply_room bytes. */
+static int rpc_in_room(struct p9c *c, struct p9_msg *t, size_t *room)
+{
+	uint8_t b[256];
+	struct iovec in = { b, 0 }, out;
+	struct p9_req r;
+
+	t->tag = 1;
+	in.iov_len = p9_encode(t, b, sizeof(b));
+	p9_req_begin(c->s, &r, &in, 1);
+	*room = p9_reply_room(c->s, &r, &in, 1);
+	assert_true(*room <= c->outsz);
+	out = (struct iovec){ c->out, *room };
+	c->rlen = p9_handle(c->s, &r, &in, 1, &out, 1);
+	p9_req_end(c->s, &r);
+	return p9c_decode_reply(c, t->type);
+}
+
+/* Transports size reply buffers with p9_reply_room instead of msize: a
+ * Tread gets count plus its header, anything else a small buffer that
+ * still holds the largest such reply (a readlink target of the most
+ * bytes the server returns). */
+static void test_reply_room(void **state)
+{
+	struct env *e = *state;
+	struct p9c *c = &e->c;
+	struct p9_msg t = { .type = P9_TREAD };
+	char target[4096];
+	size_t room;
+
+	memset(target, 'a', sizeof(target) - 1);
+	target[sizeof(target) - 1] = 0;
+	start(e, false, 1u << 20, NULL);
+	assert_int_equal(p9c_walk(c, 0, 1, ""), 0);
+	assert_int_equal(p9c_lcreate(c, 1, "f", O_RDWR | O_CREAT, 0644), 0);
+	assert_int_equal(p9c_write(c, 1, 0, "0123456789", 10), 0);
+	t.u.tread.fid = 1;
+	t.u.tread.count = 100;
+	assert_int_equal(rpc_in_room(c, &t, &room), 0);
+	assert_int_equal(room, P9_IOHDRSZ + 100);
+	assert_int_equal(c->r.u.rdata.count, 10);
+	t.u.tread.count = 1u << 20;	/* over msize: msize, then EINVAL */
+	assert_int_equal(rpc_in_room(c, &t, &room), -EINVAL);
+	assert_int_equal(room, 1u << 20);
+
+	assert_int_equal(p9c_symlink(c, 0, "long", target), 0);
+	assert_int_equal(p9c_walk(c, 0, 2, "long"), 0);
+	t = (struct p9_msg){ .type = P9_TREADLINK };
+	t.u.tfid.fid = 2;
+	assert_int_equal(rpc_in_room(c, &t, &room), 0);
+	assert_int_equal(c->r.u.rreadlink.target.len, sizeof(target) - 1);
+	assert_true(room < 16384);	/* serve.c's SLOT_KEEP */
+	t = (struct p9_msg){ .type = P9_TGETATTR };
+	t.u.tgetattr.fid = 2;
+	t.u.tgetattr.mask = P9_GETATTR_BASIC;
+	assert_int_equal(rpc_in_room(c, &t, &room), 0);
+	assert_true(room < 16384);
+	stop(e);
+}
+
 static void test_open_errors(void **state)
 {
 	struct p9_server_cfg cfg = { .path = "/nonexistent/share" };
@@ -1299,6 +1359,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_header_read_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lcreate_existing_special, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_version_clears_full_table, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reply_room, setup, teardown),
 		cmocka_unit_test(test_open_errors),
 	};
 
