@@ -624,11 +624,17 @@ static int req_queue_start(struct vscsi *s, unsigned int index, struct virtq *vq
 	q->stop = q->broken = q->need_notify = q->stalled = false;
 	q->kick_armed = false;
 	q->inflight = 0;
+	/* The control thread reads mbox, alive and vq under mbox_lock
+	 * (tmf_run) while this queue starts. */
+	pthread_mutex_lock(&q->mbox_lock);
 	q->mbox = NULL;
 	q->alive = true;
+	pthread_mutex_unlock(&q->mbox_lock);
 	ret = pthread_create(&q->thread, NULL, queue_thread, q);
 	if (ret) {
+		pthread_mutex_lock(&q->mbox_lock);
 		q->alive = false;
+		pthread_mutex_unlock(&q->mbox_lock);
 		blkq_destroy(q->bq);
 		q->bq = NULL;
 		return -ret;
@@ -672,7 +678,6 @@ static void tmf_run(struct vscsi *s, struct vscsi_tmf *t)
 	t->acks_pending = t->reqs_pending = t->found = 0;
 	for (unsigned int i = 0; i < nq; i++) {
 		struct vscsi_queue *q = &s->q[i];
-		bool posted = false;
 
 		pthread_mutex_lock(&q->mbox_lock);
 		if (q->alive) {
@@ -680,11 +685,12 @@ static void tmf_run(struct vscsi *s, struct vscsi_tmf *t)
 			t->acks_pending++;
 			pthread_mutex_unlock(&t->lock);
 			__atomic_store_n(&q->mbox, t, __ATOMIC_RELEASE);
-			posted = true;
+			/* Woken under the lock: while alive the thread has
+			 * not exited, so its queue is not stopped and the kick
+			 * fd not closed (or reused) by the transport. */
+			wake(q->vq->kick_fd, "a request queue");
 		}
 		pthread_mutex_unlock(&q->mbox_lock);
-		if (posted)
-			wake(q->vq->kick_fd, "a request queue");
 	}
 	pthread_mutex_lock(&t->lock);
 	while (t->acks_pending || t->reqs_pending)

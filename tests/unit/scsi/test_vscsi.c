@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -692,6 +694,84 @@ static void test_tmf_responses(void **state)
 	assert_int_equal(r.status, SAM_STAT_GOOD);
 }
 
+/* TMFs on the control queue while a request queue stops and starts: the
+ * control thread may wake a request queue only while that queue runs. A
+ * wake after queue_stop returned would go to a kick fd the transport may
+ * have closed or reused (vhost-user closes it), so here every stop is
+ * followed by a check that nothing writes the kick eventfd any more. */
+struct tmf_loop {
+	struct fixture *f;
+	uint64_t req, resp;
+	volatile bool done;
+	unsigned int runs, bad;
+};
+
+static void *tmf_loop_thread(void *arg)
+{
+	struct tmf_loop *l = arg;
+	struct vdriver *d = &l->f->d;
+	struct vbuf b[2] = {
+		{ l->req, VIRTIO_SCSI_TMF_REQ, false },
+		{ l->resp, 1, true },
+	};
+
+	/* No cmocka asserts off the main thread: failures are counted. */
+	while (!l->done) {
+		uint8_t *resp = vdriver_ptr(d, l->resp, 1);
+		uint32_t id, len;
+		int head;
+
+		*resp = 0xee;
+		head = vdriver_add(d, CTRL, b, 2, false);
+		vdriver_kick(d, CTRL);
+		if (head < 0 || vdriver_wait_used(d, CTRL, &id, &len, WAIT_MS) != 1 ||
+		    id != (uint32_t)head || *resp != VIRTIO_SCSI_S_FUNCTION_COMPLETE)
+			l->bad++;
+		l->runs++;
+	}
+	return NULL;
+}
+
+static void test_tmf_during_queue_restart(void **state)
+{
+	struct fixture *f = *state;
+	struct tmf_loop l = { .f = f };
+	struct timespec pause = { 0, 100000 };
+	pthread_t th;
+	struct resp r;
+	uint8_t *p;
+	uint64_t v;
+
+	l.req = vdriver_alloc(&f->d, VIRTIO_SCSI_TMF_REQ);
+	l.resp = vdriver_alloc(&f->d, 1);
+	p = vdriver_ptr(&f->d, l.req, VIRTIO_SCSI_TMF_REQ);
+	memset(p, 0, VIRTIO_SCSI_TMF_REQ);
+	p[4] = VIRTIO_SCSI_T_TMF_ABORT_TASK_SET;
+	lun_addr(p + 8, 0, 0);
+	assert_int_equal(pthread_create(&th, NULL, tmf_loop_thread, &l), 0);
+	for (unsigned int i = 0; i < 1000; i++) {
+		int kick = f->d.q[RQ0].vq.kick_fd;
+
+		vdriver_queue_stop(&f->d, RQ0);
+		/* queue_stop's own wakeup, then silence */
+		(void)!read(kick, &v, sizeof(v));
+		nanosleep(&pause, NULL);
+		if (read(kick, &v, sizeof(v)) == sizeof(v)) {
+			l.done = true;
+			pthread_join(th, NULL);
+			fail_msg("restart %u: the kick fd of a stopped queue was written", i);
+		}
+		assert_int_equal(vdriver_queue_start(&f->d, RQ0, QSZ), 0);
+	}
+	l.done = true;
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_true(l.runs > 0);
+	assert_int_equal(l.bad, 0);
+	/* the restarted queue still serves */
+	run_cmd(f, RQ0, 3, 0, CDB(0, 0, 0, 0, 0, 0), 0, 0, false, &r);
+	assert_int_equal(r.status, SAM_STAT_GOOD);
+}
+
 static void test_ctrl_malformed(void **state)
 {
 	struct fixture *f = *state;
@@ -789,6 +869,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_hostile_ring, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tmf_abort_in_flight, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tmf_responses, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tmf_during_queue_restart, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctrl_malformed, setup, teardown),
 		cmocka_unit_test(test_create_errors),
 	};
