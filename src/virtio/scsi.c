@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/eventfd.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -114,6 +115,7 @@ struct vscsi {
 	pthread_t ctrl_thread;
 	bool ctrl_running;
 	bool ctrl_stop;
+	int ctrl_wake_fd;	/* ours: stops the control thread */
 	bool ctrl_broken;
 	struct vscsi_queue q[VIRTIO_SCSI_MAX_QUEUES];
 };
@@ -816,18 +818,24 @@ static void ctrl_process(struct vscsi *s)
 static void *ctrl_thread(void *arg)
 {
 	struct vscsi *s = arg;
-	struct pollfd p = { .fd = s->ctrl_vq->kick_fd, .events = POLLIN };
+	/* Stopped through an eventfd of ours, not the kick fd: a
+	 * vhost-user client that reads its own kick eventfd could take a
+	 * wakeup away from poll, and queue_stop would wait forever. */
+	struct pollfd p[2] = {
+		{ .fd = s->ctrl_vq->kick_fd, .events = POLLIN },
+		{ .fd = s->ctrl_wake_fd, .events = POLLIN },
+	};
 	uint64_t v;
 
 	pthread_setname_np(pthread_self(), "iovm-scsi-ctl");
 	for (;;) {
-		if (read(p.fd, &v, sizeof(v)) < 0) {
+		if (read(p[0].fd, &v, sizeof(v)) < 0) {
 			/* EAGAIN: no kick pending */
 		}
 		if (__atomic_load_n(&s->ctrl_stop, __ATOMIC_ACQUIRE))
 			break;
 		ctrl_process(s);
-		if (poll(&p, 1, -1) < 0 && errno != EINTR)
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
 			break;
 	}
 	return NULL;
@@ -851,9 +859,15 @@ static int vscsi_queue_start(struct virtio_dev *dev, unsigned int index,
 		return -EBUSY;
 	s->ctrl_vq = vq;
 	s->ctrl_stop = s->ctrl_broken = false;
+	s->ctrl_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->ctrl_wake_fd < 0)
+		return -errno;
 	ret = pthread_create(&s->ctrl_thread, NULL, ctrl_thread, s);
-	if (ret)
+	if (ret) {
+		close(s->ctrl_wake_fd);
+		s->ctrl_wake_fd = -1;
 		return -ret;
+	}
 	s->ctrl_running = true;
 	return 0;
 }
@@ -871,8 +885,10 @@ static void vscsi_queue_stop(struct virtio_dev *dev, unsigned int index)
 	if (!s->ctrl_running)
 		return;
 	__atomic_store_n(&s->ctrl_stop, true, __ATOMIC_RELEASE);
-	wake(s->ctrl_vq->kick_fd, "the control queue");
+	wake(s->ctrl_wake_fd, "the control queue");
 	pthread_join(s->ctrl_thread, NULL);
+	close(s->ctrl_wake_fd);
+	s->ctrl_wake_fd = -1;
 	s->ctrl_running = false;
 }
 

@@ -772,6 +772,35 @@ static void test_tmf_during_queue_restart(void **state)
 	assert_int_equal(r.status, SAM_STAT_GOOD);
 }
 
+/* The control thread is stopped through an eventfd of the device's own,
+ * never through the kick fd, which a vhost-user client shares and can
+ * drain. Here the kick fd is a pipe's read end, which no write wakes:
+ * queue_stop must still return (SIGALRM ends the test if it hangs). */
+static void test_ctrl_stop_ignores_kick_fd(void **state)
+{
+	struct fixture *f = *state;
+	int pfd[2];
+
+	vdriver_queue_stop(&f->d, CTRL);
+	close(f->d.q[CTRL].vq.kick_fd);
+	/* non-blocking, as transports hand kick fds over */
+	assert_int_equal(pipe2(pfd, O_CLOEXEC | O_NONBLOCK), 0);
+	f->d.q[CTRL].vq.kick_fd = pfd[0];
+	assert_int_equal(vdriver_queue_start(&f->d, CTRL, QSZ), 0);
+	/* let the thread reach its wait */
+	nanosleep(&(struct timespec){ 0, 20000000 }, NULL);
+	alarm(10);
+	vdriver_queue_stop(&f->d, CTRL);
+	alarm(0);
+	close(pfd[0]);
+	close(pfd[1]);
+	/* a fresh kick eventfd: the queue serves again */
+	f->d.q[CTRL].vq.kick_fd = -1;
+	assert_int_equal(vdriver_queue_start(&f->d, CTRL, QSZ), 0);
+	assert_int_equal(tmf(f, VIRTIO_SCSI_T_TMF_ABORT_TASK_SET, 0, 0, 0),
+			 VIRTIO_SCSI_S_FUNCTION_COMPLETE);
+}
+
 static void test_ctrl_malformed(void **state)
 {
 	struct fixture *f = *state;
@@ -870,6 +899,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_tmf_abort_in_flight, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tmf_responses, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tmf_during_queue_restart, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ctrl_stop_ignores_kick_fd, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctrl_malformed, setup, teardown),
 		cmocka_unit_test(test_create_errors),
 	};
