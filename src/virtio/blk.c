@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "block/backend.h"
@@ -85,6 +86,8 @@ struct vblk_queue {
 	bool stalled;		/* pool empty: pop again on completion */
 	bool polling;		/* kicks off: pop again on completion */
 	bool kick_armed;
+	int wake_fd;		/* ours: stop and TMF wakeups, never the guest's kick fd */
+	bool wake_armed;
 	unsigned int inflight;
 	unsigned int pool_size;
 	struct vblk_req *reqs;
@@ -472,6 +475,26 @@ static void on_kick(void *tag, int res)
 	arm_kick(q);
 }
 
+static void on_wake(void *tag, int res)
+{
+	struct vblk_queue *q = tag;
+	uint64_t v;
+
+	q->wake_armed = false;
+	if (read(q->wake_fd, &v, sizeof(v)) < 0) {
+		/* EAGAIN: already drained */
+	}
+}
+
+/* The transport wakes the thread through an eventfd of ours: a vhost-user
+ * client could drain its own kick eventfd and make a wakeup sent there
+ * vanish, leaving queue_stop waiting forever. */
+static void arm_wake(struct vblk_queue *q)
+{
+	if (!q->wake_armed && blkq_poll(q->bq, q->wake_fd, on_wake, q) == 0)
+		q->wake_armed = true;
+}
+
 static void *queue_thread(void *arg)
 {
 	struct vblk_queue *q = arg;
@@ -492,6 +515,7 @@ static void *queue_thread(void *arg)
 			arm_kick(q);	/* stalled or failed to arm */
 		/* At low depth a sleep and a wakeup per request cost more
 		 * than the I/O; deep queues amortise them. */
+		arm_wake(q);
 		if (q->inflight <= BLKQ_SPIN_MAX_INFLIGHT)
 			blkq_spin(q->bq, BLKQ_SPIN_NS);
 		ret = blkq_reap(q->bq, true);
@@ -578,11 +602,21 @@ static int vblk_queue_start(struct virtio_dev *dev, unsigned int index,
 	q->stop = q->broken = q->need_notify = q->stalled = false;
 	q->polling = false;
 	q->kick_armed = false;
+	q->wake_armed = false;
 	q->inflight = 0;
+	q->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (q->wake_fd < 0) {
+		ret = -errno;
+		blkq_destroy(q->bq);
+		q->bq = NULL;
+		return ret;
+	}
 	ret = pthread_create(&q->thread, NULL, queue_thread, q);
 	if (ret) {
 		blkq_destroy(q->bq);
 		q->bq = NULL;
+		close(q->wake_fd);
+		q->wake_fd = -1;
 		return -ret;
 	}
 	q->running = true;
@@ -599,10 +633,11 @@ static void vblk_queue_stop(struct virtio_dev *dev, unsigned int index)
 		return;
 	q = &b->q[index];
 	__atomic_store_n(&q->stop, true, __ATOMIC_RELEASE);
-	/* Wake the thread out of its wait on the kick fd. */
-	if (write(q->vq->kick_fd, &one, sizeof(one)) < 0)
+	if (write(q->wake_fd, &one, sizeof(one)) < 0)
 		pr_warn("virtio-blk: waking queue %u: %s", index, strerror(errno));
 	pthread_join(q->thread, NULL);
+	close(q->wake_fd);
+	q->wake_fd = -1;
 	blkq_destroy(q->bq);
 	q->bq = NULL;
 	q->running = false;

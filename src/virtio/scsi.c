@@ -90,6 +90,8 @@ struct vscsi_queue {
 	bool need_notify;
 	bool stalled;
 	bool kick_armed;
+	int wake_fd;		/* ours: stop and TMF wakeups, never the guest's kick fd */
+	bool wake_armed;
 	unsigned int inflight;
 	unsigned int pool_size;
 	struct vscsi_req *reqs;
@@ -533,6 +535,26 @@ static void on_kick(void *tag, int res)
 	arm_kick(q);
 }
 
+static void on_wake(void *tag, int res)
+{
+	struct vscsi_queue *q = tag;
+	uint64_t v;
+
+	q->wake_armed = false;
+	if (read(q->wake_fd, &v, sizeof(v)) < 0) {
+		/* EAGAIN: already drained */
+	}
+}
+
+/* The transport wakes the thread through an eventfd of ours: a vhost-user
+ * client could drain its own kick eventfd and make a wakeup sent there
+ * vanish, leaving queue_stop waiting forever. */
+static void arm_wake(struct vscsi_queue *q)
+{
+	if (!q->wake_armed && blkq_poll(q->bq, q->wake_fd, on_wake, q) == 0)
+		q->wake_armed = true;
+}
+
 static void *queue_thread(void *arg)
 {
 	struct vscsi_queue *q = arg;
@@ -553,6 +575,7 @@ static void *queue_thread(void *arg)
 			arm_kick(q);
 		/* At low depth a sleep and a wakeup per request cost more
 		 * than the I/O; deep queues amortise them. */
+		arm_wake(q);
 		if (q->inflight <= BLKQ_SPIN_MAX_INFLIGHT)
 			blkq_spin(q->bq, BLKQ_SPIN_NS);
 		ret = blkq_reap(q->bq, true);
@@ -625,7 +648,15 @@ static int req_queue_start(struct vscsi *s, unsigned int index, struct virtq *vq
 	q->vq = vq;
 	q->stop = q->broken = q->need_notify = q->stalled = false;
 	q->kick_armed = false;
+	q->wake_armed = false;
 	q->inflight = 0;
+	q->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (q->wake_fd < 0) {
+		ret = -errno;
+		blkq_destroy(q->bq);
+		q->bq = NULL;
+		return ret;
+	}
 	/* The control thread reads mbox, alive and vq under mbox_lock
 	 * (tmf_run) while this queue starts. */
 	pthread_mutex_lock(&q->mbox_lock);
@@ -639,6 +670,8 @@ static int req_queue_start(struct vscsi *s, unsigned int index, struct virtq *vq
 		pthread_mutex_unlock(&q->mbox_lock);
 		blkq_destroy(q->bq);
 		q->bq = NULL;
+		close(q->wake_fd);
+		q->wake_fd = -1;
 		return -ret;
 	}
 	q->running = true;
@@ -660,8 +693,10 @@ static void req_queue_stop(struct vscsi *s, unsigned int index)
 	if (!q->running)
 		return;
 	__atomic_store_n(&q->stop, true, __ATOMIC_RELEASE);
-	wake(q->vq->kick_fd, "a request queue");
+	wake(q->wake_fd, "a request queue");
 	pthread_join(q->thread, NULL);
+	close(q->wake_fd);
+	q->wake_fd = -1;
 	blkq_destroy(q->bq);
 	q->bq = NULL;
 	q->running = false;
@@ -688,9 +723,9 @@ static void tmf_run(struct vscsi *s, struct vscsi_tmf *t)
 			pthread_mutex_unlock(&t->lock);
 			__atomic_store_n(&q->mbox, t, __ATOMIC_RELEASE);
 			/* Woken under the lock: while alive the thread has
-			 * not exited, so its queue is not stopped and the kick
-			 * fd not closed (or reused) by the transport. */
-			wake(q->vq->kick_fd, "a request queue");
+			 * not exited, so its queue is not stopped and its
+			 * wake fd not closed. */
+			wake(q->wake_fd, "a request queue");
 		}
 		pthread_mutex_unlock(&q->mbox_lock);
 	}
