@@ -322,7 +322,7 @@ int cmd_vhost_user_blk(int argc, char **argv)
 	dev = virtio_blk_create(&c.disks[0], host_cpus(VIRTIO_BLK_MAX_QUEUES), err,
 				sizeof(err));
 	if (!dev) {
-		fprintf(stderr, "iovm: %s\n", err);
+		fprintf(stderr, "iovm: error: --disk: %s\n", err);
 		free_disks(&c);
 		return 1;
 	}
@@ -352,7 +352,7 @@ int cmd_vhost_user_scsi(int argc, char **argv)
 	dev = virtio_scsi_create(disks, c.ndisks, host_cpus(VIRTIO_SCSI_MAX_QUEUES), err,
 				 sizeof(err));
 	if (!dev) {
-		fprintf(stderr, "iovm: %s\n", err);
+		fprintf(stderr, "iovm: error: --disk: %s\n", err);
 		free_disks(&c);
 		return 1;
 	}
