@@ -9,11 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "block/backend.h"
 #include "lib/log.h"
+#include "virtio/qwake.h"
 #include "virtio/blk.h"
 #include "virtio/ring.h"
 
@@ -86,8 +86,7 @@ struct vblk_queue {
 	bool stalled;		/* pool empty: pop again on completion */
 	bool polling;		/* kicks off: pop again on completion */
 	bool kick_armed;
-	int wake_fd;		/* ours: stop and TMF wakeups, never the guest's kick fd */
-	bool wake_armed;
+	struct qwake wake;	/* stop wakeups, never the guest's kick fd */
 	unsigned int inflight;
 	unsigned int pool_size;
 	struct vblk_req *reqs;
@@ -475,26 +474,6 @@ static void on_kick(void *tag, int res)
 	arm_kick(q);
 }
 
-static void on_wake(void *tag, int res)
-{
-	struct vblk_queue *q = tag;
-	uint64_t v;
-
-	q->wake_armed = false;
-	if (read(q->wake_fd, &v, sizeof(v)) < 0) {
-		/* EAGAIN: already drained */
-	}
-}
-
-/* The transport wakes the thread through an eventfd of ours: a vhost-user
- * client could drain its own kick eventfd and make a wakeup sent there
- * vanish, leaving queue_stop waiting forever. */
-static void arm_wake(struct vblk_queue *q)
-{
-	if (!q->wake_armed && blkq_poll(q->bq, q->wake_fd, on_wake, q) == 0)
-		q->wake_armed = true;
-}
-
 static void *queue_thread(void *arg)
 {
 	struct vblk_queue *q = arg;
@@ -515,7 +494,7 @@ static void *queue_thread(void *arg)
 			arm_kick(q);	/* stalled or failed to arm */
 		/* At low depth a sleep and a wakeup per request cost more
 		 * than the I/O; deep queues amortise them. */
-		arm_wake(q);
+		qwake_arm(&q->wake, q->bq);
 		if (q->inflight <= BLKQ_SPIN_MAX_INFLIGHT)
 			blkq_spin(q->bq, BLKQ_SPIN_NS);
 		ret = blkq_reap(q->bq, true);
@@ -602,11 +581,9 @@ static int vblk_queue_start(struct virtio_dev *dev, unsigned int index,
 	q->stop = q->broken = q->need_notify = q->stalled = false;
 	q->polling = false;
 	q->kick_armed = false;
-	q->wake_armed = false;
 	q->inflight = 0;
-	q->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (q->wake_fd < 0) {
-		ret = -errno;
+	ret = qwake_open(&q->wake);
+	if (ret) {
 		blkq_destroy(q->bq);
 		q->bq = NULL;
 		return ret;
@@ -615,8 +592,7 @@ static int vblk_queue_start(struct virtio_dev *dev, unsigned int index,
 	if (ret) {
 		blkq_destroy(q->bq);
 		q->bq = NULL;
-		close(q->wake_fd);
-		q->wake_fd = -1;
+		qwake_close(&q->wake);
 		return -ret;
 	}
 	q->running = true;
@@ -627,17 +603,14 @@ static void vblk_queue_stop(struct virtio_dev *dev, unsigned int index)
 {
 	struct vblk *b = to_vblk(dev);
 	struct vblk_queue *q;
-	uint64_t one = 1;
 
 	if (index >= dev->num_queues || !b->q[index].running)
 		return;
 	q = &b->q[index];
 	__atomic_store_n(&q->stop, true, __ATOMIC_RELEASE);
-	if (write(q->wake_fd, &one, sizeof(one)) < 0)
-		pr_warn("virtio-blk: waking queue %u: %s", index, strerror(errno));
+	qwake_signal(&q->wake, "a virtio-blk queue");
 	pthread_join(q->thread, NULL);
-	close(q->wake_fd);
-	q->wake_fd = -1;
+	qwake_close(&q->wake);
 	blkq_destroy(q->bq);
 	q->bq = NULL;
 	q->running = false;

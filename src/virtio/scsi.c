@@ -10,12 +10,12 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/eventfd.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "block/backend.h"
 #include "lib/log.h"
+#include "virtio/qwake.h"
 #include "scsi/disk.h"
 #include "virtio/ring.h"
 #include "virtio/scsi.h"
@@ -90,8 +90,7 @@ struct vscsi_queue {
 	bool need_notify;
 	bool stalled;
 	bool kick_armed;
-	int wake_fd;		/* ours: stop and TMF wakeups, never the guest's kick fd */
-	bool wake_armed;
+	struct qwake wake;	/* stop and TMF wakeups, never the guest's kick fd */
 	unsigned int inflight;
 	unsigned int pool_size;
 	struct vscsi_req *reqs;
@@ -117,7 +116,7 @@ struct vscsi {
 	pthread_t ctrl_thread;
 	bool ctrl_running;
 	bool ctrl_stop;
-	int ctrl_wake_fd;	/* ours: stops the control thread */
+	struct qwake ctrl_wake;	/* stops the control thread */
 	bool ctrl_broken;
 	struct vscsi_queue q[VIRTIO_SCSI_MAX_QUEUES];
 };
@@ -535,26 +534,6 @@ static void on_kick(void *tag, int res)
 	arm_kick(q);
 }
 
-static void on_wake(void *tag, int res)
-{
-	struct vscsi_queue *q = tag;
-	uint64_t v;
-
-	q->wake_armed = false;
-	if (read(q->wake_fd, &v, sizeof(v)) < 0) {
-		/* EAGAIN: already drained */
-	}
-}
-
-/* The transport wakes the thread through an eventfd of ours: a vhost-user
- * client could drain its own kick eventfd and make a wakeup sent there
- * vanish, leaving queue_stop waiting forever. */
-static void arm_wake(struct vscsi_queue *q)
-{
-	if (!q->wake_armed && blkq_poll(q->bq, q->wake_fd, on_wake, q) == 0)
-		q->wake_armed = true;
-}
-
 static void *queue_thread(void *arg)
 {
 	struct vscsi_queue *q = arg;
@@ -575,7 +554,7 @@ static void *queue_thread(void *arg)
 			arm_kick(q);
 		/* At low depth a sleep and a wakeup per request cost more
 		 * than the I/O; deep queues amortise them. */
-		arm_wake(q);
+		qwake_arm(&q->wake, q->bq);
 		if (q->inflight <= BLKQ_SPIN_MAX_INFLIGHT)
 			blkq_spin(q->bq, BLKQ_SPIN_NS);
 		ret = blkq_reap(q->bq, true);
@@ -648,11 +627,9 @@ static int req_queue_start(struct vscsi *s, unsigned int index, struct virtq *vq
 	q->vq = vq;
 	q->stop = q->broken = q->need_notify = q->stalled = false;
 	q->kick_armed = false;
-	q->wake_armed = false;
 	q->inflight = 0;
-	q->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (q->wake_fd < 0) {
-		ret = -errno;
+	ret = qwake_open(&q->wake);
+	if (ret) {
 		blkq_destroy(q->bq);
 		q->bq = NULL;
 		return ret;
@@ -670,20 +647,11 @@ static int req_queue_start(struct vscsi *s, unsigned int index, struct virtq *vq
 		pthread_mutex_unlock(&q->mbox_lock);
 		blkq_destroy(q->bq);
 		q->bq = NULL;
-		close(q->wake_fd);
-		q->wake_fd = -1;
+		qwake_close(&q->wake);
 		return -ret;
 	}
 	q->running = true;
 	return 0;
-}
-
-static void wake(int fd, const char *what)
-{
-	uint64_t one = 1;
-
-	if (write(fd, &one, sizeof(one)) < 0)
-		pr_warn("virtio-scsi: waking %s: %s", what, strerror(errno));
 }
 
 static void req_queue_stop(struct vscsi *s, unsigned int index)
@@ -693,10 +661,9 @@ static void req_queue_stop(struct vscsi *s, unsigned int index)
 	if (!q->running)
 		return;
 	__atomic_store_n(&q->stop, true, __ATOMIC_RELEASE);
-	wake(q->wake_fd, "a request queue");
+	qwake_signal(&q->wake, "a virtio-scsi request queue");
 	pthread_join(q->thread, NULL);
-	close(q->wake_fd);
-	q->wake_fd = -1;
+	qwake_close(&q->wake);
 	blkq_destroy(q->bq);
 	q->bq = NULL;
 	q->running = false;
@@ -725,7 +692,7 @@ static void tmf_run(struct vscsi *s, struct vscsi_tmf *t)
 			/* Woken under the lock: while alive the thread has
 			 * not exited, so its queue is not stopped and its
 			 * wake fd not closed. */
-			wake(q->wake_fd, "a request queue");
+			qwake_signal(&q->wake, "a virtio-scsi request queue");
 		}
 		pthread_mutex_unlock(&q->mbox_lock);
 	}
@@ -858,7 +825,7 @@ static void *ctrl_thread(void *arg)
 	 * wakeup away from poll, and queue_stop would wait forever. */
 	struct pollfd p[2] = {
 		{ .fd = s->ctrl_vq->kick_fd, .events = POLLIN },
-		{ .fd = s->ctrl_wake_fd, .events = POLLIN },
+		{ .fd = s->ctrl_wake.fd, .events = POLLIN },
 	};
 	uint64_t v;
 
@@ -894,13 +861,12 @@ static int vscsi_queue_start(struct virtio_dev *dev, unsigned int index,
 		return -EBUSY;
 	s->ctrl_vq = vq;
 	s->ctrl_stop = s->ctrl_broken = false;
-	s->ctrl_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (s->ctrl_wake_fd < 0)
-		return -errno;
+	ret = qwake_open(&s->ctrl_wake);
+	if (ret)
+		return ret;
 	ret = pthread_create(&s->ctrl_thread, NULL, ctrl_thread, s);
 	if (ret) {
-		close(s->ctrl_wake_fd);
-		s->ctrl_wake_fd = -1;
+		qwake_close(&s->ctrl_wake);
 		return -ret;
 	}
 	s->ctrl_running = true;
@@ -920,10 +886,9 @@ static void vscsi_queue_stop(struct virtio_dev *dev, unsigned int index)
 	if (!s->ctrl_running)
 		return;
 	__atomic_store_n(&s->ctrl_stop, true, __ATOMIC_RELEASE);
-	wake(s->ctrl_wake_fd, "the control queue");
+	qwake_signal(&s->ctrl_wake, "the virtio-scsi control queue");
 	pthread_join(s->ctrl_thread, NULL);
-	close(s->ctrl_wake_fd);
-	s->ctrl_wake_fd = -1;
+	qwake_close(&s->ctrl_wake);
 	s->ctrl_running = false;
 }
 
