@@ -335,7 +335,7 @@ static void bar_write(struct pci_dev *pd, unsigned int i, uint32_t v)
 	uint64_t old = b->addr;
 
 	if (!b->size)
-		return;	/* unimplemented BAR: reads as 0 */
+		return;	/* the device has no such BAR: it reads as 0 */
 	b->addr = v & ~(uint32_t)(b->size - 1) & (b->pio ? ~3u : ~15u);
 	put32(pd->cfg + PCI_BAR0 + 4 * i, (uint32_t)b->addr | (b->pio ? 1 : 0));
 	bar_update(pd, i, old);

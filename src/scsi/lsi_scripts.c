@@ -283,7 +283,8 @@ static void io_insn(struct lsi *s, uint32_t insn, uint32_t arg, uint32_t dsp,
 	case 3:	/* SET */
 	case 4:	/* CLEAR */
 		if (insn & SCR_TRG) {
-			/* Target role is not implemented by this model. */
+			/* This model is an initiator only: SET TARGET is an
+			 * illegal instruction for it. */
 			if (set) {
 				illegal(s);
 				return;
