@@ -96,16 +96,21 @@ int blkq_submit(struct blk_queue *q);
 int blkq_reap(struct blk_queue *q, bool wait);
 
 /* Sends what is queued, then busy-polls for up to ns nanoseconds until a
- * completion (or a watched fd, see blkq_poll) is ready to reap. Returns
- * whether one is. A short spin before blocking saves the thread a sleep
- * and a wakeup per request at low queue depth, where those dominate. */
-bool blkq_spin(struct blk_queue *q, uint64_t ns);
+ * completion (or a watched fd, see blkq_poll) is ready to reap, or until
+ * more(arg) says other work arrived (a device polls its avail ring here;
+ * more may be NULL). Returns whether either happened. A short spin before
+ * blocking saves the thread a sleep and a wakeup per request at low queue
+ * depth, where those dominate. */
+bool blkq_spin(struct blk_queue *q, uint64_t ns, bool (*more)(void *),
+	       void *arg);
 
 /* The spin device queue threads use before they block (QEMU's iothreads
  * poll for up to 32 us by default). */
 #define BLKQ_SPIN_NS 50000
-/* ... and only while at most this many requests are in flight. */
+/* ... while at most this many requests are in flight; deeper, only this
+ * long after completions or new requests (the driver refilling). */
 #define BLKQ_SPIN_MAX_INFLIGHT 2
+#define BLKQ_SPIN_REFILL_NS 15000
 
 /* Requests queued or in flight. */
 unsigned int blkq_inflight(const struct blk_queue *q);

@@ -699,7 +699,8 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + ts.tv_nsec;
 }
 
-bool blkq_spin(struct blk_queue *q, uint64_t ns)
+bool blkq_spin(struct blk_queue *q, uint64_t ns, bool (*more)(void *),
+	       void *arg)
 {
 	uint64_t deadline;
 	unsigned int i = 0;
@@ -710,7 +711,7 @@ bool blkq_spin(struct blk_queue *q, uint64_t ns)
 		return io_uring_cq_ready(&q->ring) > 0;
 	deadline = now_ns() + ns;
 	for (;;) {
-		if (io_uring_cq_ready(&q->ring))
+		if (io_uring_cq_ready(&q->ring) || (more && more(arg)))
 			return true;
 		/* Completions of file I/O are posted by task work that runs
 		 * only when this thread enters the kernel. */
@@ -720,7 +721,8 @@ bool blkq_spin(struct blk_queue *q, uint64_t ns)
 		else
 			__builtin_ia32_pause();
 		if (!(++i & 15) && now_ns() >= deadline)
-			return io_uring_cq_ready(&q->ring) > 0;
+			return io_uring_cq_ready(&q->ring) > 0 ||
+			       (more && more(arg));
 	}
 }
 

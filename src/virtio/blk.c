@@ -29,12 +29,6 @@
 #define MERGE_MAX_BYTES (4u << 20)
 #define MERGE_SLOTS 16
 
-/* With at least this many requests in flight the queue thread leaves the
- * driver's kicks off and looks at the ring whenever a completion wakes it:
- * a kick is a VM exit, and the wait it saves the guest is bounded by the
- * quickest of these in-flight requests. */
-#define KICKS_OFF_INFLIGHT 4
-
 struct vblk_queue;
 
 /* Per-request state: taken from the queue's pool, only the fields used by
@@ -402,8 +396,9 @@ static void req_start(struct vblk_queue *q, struct vblk_req *r,
 	req_finish(r, VIRTIO_BLK_S_IOERR, 1);
 }
 
-/* Pops and starts everything available. Kicks stay off while the pool is
- * empty; a completion resumes popping. */
+/* Pops and starts everything available, with the driver's kicks off: the
+ * queue thread turns them back on only when it is about to sleep (see
+ * may_sleep). A completion resumes popping when the pool ran empty. */
 static void process_ring(struct vblk_queue *q)
 {
 	struct virtq_elem e;
@@ -411,40 +406,42 @@ static void process_ring(struct vblk_queue *q)
 	if (q->broken || __atomic_load_n(&q->stop, __ATOMIC_ACQUIRE))
 		return;
 	q->stalled = false;
-	for (;;) {
-		virtq_disable_kicks(q->vq);
-		while (q->free) {
-			struct vblk_req *r = q->free;
-			int ret = virtq_pop(q->vq, &e, r->iov, REQ_MAX_IOV);
+	virtq_disable_kicks(q->vq);
+	while (q->free) {
+		struct vblk_req *r = q->free;
+		int ret = virtq_pop(q->vq, &e, r->iov, REQ_MAX_IOV);
 
-			if (!ret)
-				break;
-			if (ret < 0) {
-				mark_broken(q, ret == -ENOBUFS ?
-					    "request with too many segments" :
-					    "malformed descriptor chain");
-				break;	/* still send what was popped */
-			}
-			q->free = r->next;
-			req_start(q, r, &e);
-			if (q->broken)
-				break;
+		if (!ret)
+			break;
+		if (ret < 0) {
+			mark_broken(q, ret == -ENOBUFS ?
+				    "request with too many segments" :
+				    "malformed descriptor chain");
+			break;	/* still send what was popped */
 		}
+		q->free = r->next;
+		req_start(q, r, &e);
 		if (q->broken)
 			break;
-		if (!q->free) {
-			q->stalled = true;
-			break;
-		}
-		q->polling = q->inflight >= KICKS_OFF_INFLIGHT;
-		if (q->polling)
-			break;
-		if (!virtq_enable_kicks(q->vq))
-			break;
 	}
-	/* Sent by the thread's next blkq_reap, in the same io_uring_enter
-	 * that waits for completions. */
+	if (!q->broken && !q->free)
+		q->stalled = true;
+	q->polling = q->inflight >= VIRTQ_KICKS_OFF_INFLIGHT;
+	/* Sent by the thread's next blkq_spin or blkq_reap, in the same
+	 * io_uring_enter that waits for completions. */
 	merge_flush(q);
+}
+
+/* Before the thread sleeps: with requests in flight deep enough, or the
+ * pool empty, a completion will wake it to pop again, and kicks stay off
+ * (a kick is a costly exit for the guest). Otherwise kicks go back on,
+ * and false means entries arrived meanwhile: pop them instead of sleeping. */
+static bool may_sleep(struct vblk_queue *q)
+{
+	if (q->broken || q->stalled || q->polling ||
+	    __atomic_load_n(&q->stop, __ATOMIC_ACQUIRE))
+		return true;
+	return !virtq_enable_kicks(q->vq);
 }
 
 static void on_kick(void *tag, int res);
@@ -474,6 +471,43 @@ static void on_kick(void *tag, int res)
 	arm_kick(q);
 }
 
+static bool avail_pending(void *arg)
+{
+	struct vblk_queue *q = arg;
+
+	return virtq_avail_count(q->vq) != 0;
+}
+
+/* The thread busy-polls its io_uring and the avail ring, kicks off, for
+ * up to ns: a request then costs the guest no notification exit and this
+ * thread no wakeup (QEMU's iothreads poll the same way). Returns true when
+ * it popped new requests. */
+static bool spin_ring(struct vblk_queue *q, uint64_t ns)
+{
+	if (q->broken || q->stalled) {
+		blkq_spin(q->bq, ns, NULL, NULL);
+		return false;
+	}
+	virtq_disable_kicks(q->vq);
+	blkq_spin(q->bq, ns, avail_pending, q);
+	if (!avail_pending(q))
+		return false;
+	process_ring(q);
+	return true;
+}
+
+/* How long to spin before sleeping: at low depth a sleep and a wakeup per
+ * request cost more than the I/O, so wait there for the completion or the
+ * next request; at any depth, right after completions or new requests,
+ * wait briefly for the driver to refill the ring (at depth its kicks are
+ * off, and a request left in the ring would wait for the next completion). */
+static uint64_t spin_ns(const struct vblk_queue *q, bool busy)
+{
+	if (q->inflight <= BLKQ_SPIN_MAX_INFLIGHT)
+		return BLKQ_SPIN_NS;
+	return busy ? BLKQ_SPIN_REFILL_NS : 0;
+}
+
 static void *queue_thread(void *arg)
 {
 	struct vblk_queue *q = arg;
@@ -484,20 +518,27 @@ static void *queue_thread(void *arg)
 	process_ring(q);
 	arm_kick(q);
 	blkq_submit(q->bq);
-	for (;;) {
+	for (bool busy = false;;) {
 		bool stop = __atomic_load_n(&q->stop, __ATOMIC_ACQUIRE);
+		uint64_t ns;
 		int ret;
 
 		if (stop && !q->inflight)
 			break;
 		if (!stop && !q->kick_armed && !q->inflight)
 			arm_kick(q);	/* stalled or failed to arm */
-		/* At low depth a sleep and a wakeup per request cost more
-		 * than the I/O; deep queues amortise them. */
 		qwake_arm(&q->wake, q->bq);
-		if (q->inflight <= BLKQ_SPIN_MAX_INFLIGHT)
-			blkq_spin(q->bq, BLKQ_SPIN_NS);
-		ret = blkq_reap(q->bq, true);
+		ns = stop ? 0 : spin_ns(q, busy);
+		busy = ns && spin_ring(q, ns);
+		/* (kicks stay off if a completion ended the spin) */
+		if (!busy && !blkq_spin(q->bq, 0, NULL, NULL) && !may_sleep(q)) {
+			process_ring(q);
+			busy = true;
+		}
+		/* After a pop, reap without sleeping and spin again on what
+		 * was just started. */
+		ret = blkq_reap(q->bq, !busy);
+		busy = busy || ret > 0;
 		if (ret < 0) {
 			pr_err("virtio-blk queue %u: io_uring: %s", q->index,
 			       strerror(-ret));

@@ -250,9 +250,12 @@ void virtq_disable_kicks(struct virtq *vq)
 	if (!vq->kicks_enabled)
 		return;
 	vq->kicks_enabled = false;
-	/* With event idx, leaving avail_event behind last_avail suppresses
-	 * further kicks; without it the flag says so. */
-	if (!vq->event_idx)
+	/* With event idx, an avail_event behind last_avail suppresses
+	 * further kicks (the driver kicks only when its index crosses it);
+	 * without it the flag says so. */
+	if (vq->event_idx)
+		store16(vq->avail_event, (uint16_t)(vq->last_avail - 1));
+	else
 		store16(&vq->used_flags[0], VIRTQ_USED_F_NO_NOTIFY);
 }
 

@@ -110,6 +110,12 @@ bool virtq_notify(struct virtq *vq);
 void virtq_disable_kicks(struct virtq *vq);
 bool virtq_enable_kicks(struct virtq *vq);
 
+/* With at least this many requests in flight a device's queue thread
+ * leaves the driver's kicks off while it sleeps and looks at the ring
+ * whenever a completion wakes it: a kick is a VM exit, and the wait it
+ * saves the guest is bounded by the quickest of these in-flight requests. */
+#define VIRTQ_KICKS_OFF_INFLIGHT 4
+
 /* Entries available and not yet popped (0 on a malformed avail index). */
 unsigned int virtq_avail_count(struct virtq *vq);
 

@@ -89,6 +89,7 @@ struct vscsi_queue {
 	bool broken;
 	bool need_notify;
 	bool stalled;
+	bool polling;		/* kicks off: pop again on completion */
 	bool kick_armed;
 	struct qwake wake;	/* stop and TMF wakeups, never the guest's kick fd */
 	unsigned int inflight;
@@ -476,36 +477,42 @@ static void process_ring(struct vscsi_queue *q)
 	if (q->broken || q->stop)
 		return;
 	q->stalled = false;
-	for (;;) {
-		virtq_disable_kicks(q->vq);
-		while (!pool_empty(q)) {
-			struct vscsi_req *r = req_get(q);
-			int ret;
+	virtq_disable_kicks(q->vq);
+	while (!pool_empty(q)) {
+		struct vscsi_req *r = req_get(q);
+		int ret;
 
-			if (!r)
-				break;
-			ret = virtq_pop(q->vq, &e, r->iov, REQ_MAX_IOV);
-			if (ret <= 0) {
-				req_put(q, r);
-				if (ret < 0) {
-					mark_broken(q, ret == -ENOBUFS ?
-						    "request with too many segments" :
-						    "malformed descriptor chain");
-					return;
-				}
-				break;
+		if (!r)
+			break;
+		ret = virtq_pop(q->vq, &e, r->iov, REQ_MAX_IOV);
+		if (ret <= 0) {
+			req_put(q, r);
+			if (ret < 0) {
+				mark_broken(q, ret == -ENOBUFS ?
+					    "request with too many segments" :
+					    "malformed descriptor chain");
+				return;
 			}
-			req_start(q, r, &e);
-		}
-		if (pool_empty(q)) {
-			q->stalled = true;
 			break;
 		}
-		if (!virtq_enable_kicks(q->vq))
-			break;
+		req_start(q, r, &e);
 	}
+	if (pool_empty(q))
+		q->stalled = true;
+	q->polling = q->inflight >= VIRTQ_KICKS_OFF_INFLIGHT;
 	blkq_submit(q->bq);
 	notify(q);
+}
+
+/* Before the thread sleeps: with requests in flight deep enough, or the
+ * pool empty, a completion will wake it to pop again, and kicks stay off
+ * (a kick is a costly exit for the guest). Otherwise kicks go back on, and false
+ * means entries arrived meanwhile: pop them instead of sleeping. */
+static bool may_sleep(struct vscsi_queue *q)
+{
+	if (q->broken || q->stalled || q->polling || q->stop)
+		return true;
+	return !virtq_enable_kicks(q->vq);
 }
 
 static void on_kick(void *tag, int res);
@@ -534,6 +541,42 @@ static void on_kick(void *tag, int res)
 	arm_kick(q);
 }
 
+static bool avail_pending(void *arg)
+{
+	struct vscsi_queue *q = arg;
+
+	return virtq_avail_count(q->vq) != 0;
+}
+
+/* The thread busy-polls its io_uring and the avail ring, kicks off, for
+ * up to ns: a request then costs the guest no notification exit and this
+ * thread no wakeup. Returns true when it popped new requests. */
+static bool spin_ring(struct vscsi_queue *q, uint64_t ns)
+{
+	if (q->broken || q->stalled) {
+		blkq_spin(q->bq, ns, NULL, NULL);
+		return false;
+	}
+	virtq_disable_kicks(q->vq);
+	blkq_spin(q->bq, ns, avail_pending, q);
+	if (!avail_pending(q))
+		return false;
+	process_ring(q);
+	return true;
+}
+
+/* How long to spin before sleeping: at low depth a sleep and a wakeup per
+ * request cost more than the I/O, so wait there for the completion or the
+ * next request; at any depth, right after completions or new requests,
+ * wait briefly for the driver to refill the ring (at depth its kicks are
+ * off, and a request left in the ring would wait for the next completion). */
+static uint64_t spin_ns(const struct vscsi_queue *q, bool busy)
+{
+	if (q->inflight <= BLKQ_SPIN_MAX_INFLIGHT)
+		return BLKQ_SPIN_NS;
+	return busy ? BLKQ_SPIN_REFILL_NS : 0;
+}
+
 static void *queue_thread(void *arg)
 {
 	struct vscsi_queue *q = arg;
@@ -544,31 +587,42 @@ static void *queue_thread(void *arg)
 	process_ring(q);
 	arm_kick(q);
 	blkq_submit(q->bq);
-	for (;;) {
+	for (bool busy = false;;) {
 		bool stop = __atomic_load_n(&q->stop, __ATOMIC_ACQUIRE);
+		uint64_t ns;
 		int ret;
 
 		if (stop && !q->inflight)
 			break;
 		if (!stop && !q->kick_armed && !q->inflight)
 			arm_kick(q);
-		/* At low depth a sleep and a wakeup per request cost more
-		 * than the I/O; deep queues amortise them. */
 		qwake_arm(&q->wake, q->bq);
-		if (q->inflight <= BLKQ_SPIN_MAX_INFLIGHT)
-			blkq_spin(q->bq, BLKQ_SPIN_NS);
-		ret = blkq_reap(q->bq, true);
+		ns = stop ? 0 : spin_ns(q, busy);
+		busy = ns && spin_ring(q, ns);
+		/* (kicks stay off if a completion ended the spin) */
+		if (!busy && !blkq_spin(q->bq, 0, NULL, NULL) && !may_sleep(q)) {
+			process_ring(q);
+			busy = true;
+		}
+		/* After a pop, reap without sleeping and spin again on what
+		 * was just started. */
+		ret = blkq_reap(q->bq, !busy);
+		busy = busy || ret > 0;
 		if (ret < 0) {
 			pr_err("virtio-scsi queue %u: io_uring: %s", q->index,
 			       strerror(-ret));
 			break;
 		}
 		tmf_scan(q);
-		if (q->stalled && !pool_empty(q))
+		if ((q->stalled && !pool_empty(q)) || q->polling)
 			process_ring(q);
 		notify(q);
 	}
 	notify(q);
+	/* Whoever takes the ring over next (vhost-user front end, a new
+	 * queue_start) finds the driver's kicks on. */
+	if (!q->broken)
+		virtq_enable_kicks(q->vq);
 	/* A TMF posted meanwhile finds nothing in flight here. */
 	pthread_mutex_lock(&q->mbox_lock);
 	q->alive = false;
@@ -625,7 +679,7 @@ static int req_queue_start(struct vscsi *s, unsigned int index, struct virtq *vq
 	q->s = s;
 	q->index = index;
 	q->vq = vq;
-	q->stop = q->broken = q->need_notify = q->stalled = false;
+	q->stop = q->broken = q->need_notify = q->stalled = q->polling = false;
 	q->kick_armed = false;
 	q->inflight = 0;
 	ret = qwake_open(&q->wake);
