@@ -496,6 +496,10 @@ static void process_ring(struct vscsi_queue *q)
 			break;
 		}
 		req_start(q, r, &e);
+		/* Each request goes to the disk now rather than with the rest
+		 * of the batch: a host queue fed one request at a time while
+		 * the guest refills keeps the disk busy. */
+		blkq_submit(q->bq);
 	}
 	if (pool_empty(q))
 		q->stalled = true;
