@@ -17,6 +17,7 @@
 #                     [--wait spin|hlt]
 #                     [--only floor,iovm,qemu,iovm-scsi,qemu-scsi,iovm-lsi,qemu-lsi]
 #                     [--rounds N] [--guest DIR] [--fio-accel kvm|tcg]
+#                     [--pin VCPU_CPU,IO_CPU]
 # --mode msix --wait hlt: virtio completions by MSI-X, the vCPU halted between.
 # --only iovm-fio,qemu-fio: the same five jobs with fio (direct=1, libaio, no
 # data verification) on /dev/vda of the default Linux guest (build/guest/
@@ -25,6 +26,11 @@
 # anything; --fio-accel tcg runs QEMU's leg under TCG (checks the plumbing).
 # --rounds N repeats floor, iovm and QEMU N times, interleaved, and reports
 # the median of each figure (the host may be shared and noisy).
+# --pin V,I pins, once the probe's jobs start, every VMM's vCPU thread to
+# CPU V and its I/O thread (iovm's queue/SCRIPTS thread, QEMU's iothread, or
+# QEMU's main loop for its LSI) to CPU I, and runs the floor on CPU I: the
+# same placement for all, instead of whatever the scheduler picks (on a host
+# whose disk interrupts one CPU, the placement moves QD1 by up to 2x).
 # Needs a build (build/iovm, build/guest/probe/probe.elf, build/bench/blk-floor;
 # BUILD=dir to use another) and qemu-system-x86_64. Not part of the test suite.
 # (fio in a Linux guest needs hardware KVM; on PVM hosts only the probe runs.)
@@ -41,8 +47,9 @@ guest=""
 fio_accel=kvm
 only=floor,iovm,qemu,iovm-scsi,qemu-scsi,iovm-lsi,qemu-lsi
 rounds=1
+pin=""
 
-usage() { sed -n '2,29s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
+usage() { sed -n '2,35s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
 tobytes() {
 	case $1 in
 	*[kK]) echo $((${1%?} << 10)) ;;
@@ -63,6 +70,7 @@ while [ $# -gt 0 ]; do
 	--fio-accel) fio_accel=$2; shift 2 ;;
 	--only) only=$2; shift 2 ;;
 	--rounds) rounds=$2; shift 2 ;;
+	--pin) pin=$2; shift 2 ;;
 	-h | --help) usage 0 ;;
 	*) echo "blk.sh: unknown option '$1' (--help)" >&2; exit 2 ;;
 	esac
@@ -83,6 +91,13 @@ for f in "$iovm" "$probe" "$floor"; do
 	[ -e "$f" ] || { echo "blk.sh: $f missing: build first (ninja -C build)" >&2; exit 1; }
 done
 qemu=$(command -v qemu-system-x86_64 || true)
+case $pin in
+'') ;;
+*[!0-9,]* | *,*,* | ,* | *,) echo "blk.sh: --pin is VCPU_CPU,IO_CPU" >&2; exit 2 ;;
+*,*) [ "${pin%,*}" -lt "$(nproc)" ] && [ "${pin#*,}" -lt "$(nproc)" ] ||
+	{ echo "blk.sh: --pin: this host has CPUs 0-$(($(nproc) - 1))" >&2; exit 2; } ;;
+*) echo "blk.sh: --pin is VCPU_CPU,IO_CPU" >&2; exit 2 ;;
+esac
 
 offset=$((1 << 20))
 size=$((offset + region + (1 << 20)))
@@ -104,6 +119,22 @@ cpu_ticks() {
 	sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{ print $12 + $13 - $41 }'
 }
 
+# pin_threads PID: with --pin, moves the VMM's vCPU thread and I/O thread
+# (found by name: iovm names them vcpuN and iovm-*, QEMU with debug-threads
+# names them "CPU N/KVM" and "IO ioN"; QEMU's LSI has no iothread, so its
+# main thread, named after the binary, serves it).
+pin_threads() {
+	[ -n "$pin" ] || return 0
+	for t in /proc/$1/task/*; do
+		case $(cat "$t/comm" 2>/dev/null) in
+		vcpu* | "CPU "*) taskset -pc "${pin%,*}" "${t##*/}" >/dev/null ;;
+		iovm-* | "IO "*) taskset -pc "${pin#*,}" "${t##*/}" >/dev/null ;;
+		qemu-system-x86) [ "$name" = qemu-lsi ] &&
+			taskset -pc "${pin#*,}" "${t##*/}" >/dev/null ;;
+		esac
+	done
+}
+
 # run_vmm NAME CMD...: runs a VMM with the probe's bench, attributing the
 # VMM's CPU time to each job by sampling it at the job boundaries.
 run_vmm() {
@@ -117,7 +148,10 @@ run_vmm() {
 	while IFS= read -r line; do
 		echo "$line" >>"$tmp/$name.log"
 		case $line in
-		"probe: bench region"*) prev=$(cpu_ticks "$pid") ;;
+		"probe: bench region"*)
+			pin_threads "$pid"
+			prev=$(cpu_ticks "$pid")
+			;;
 		job=*)
 			now=$(cpu_ticks "$pid")
 			ios=$(echo "$line" | tr ' ' '\n' | sed -n 's/^ios=//p')
@@ -139,13 +173,13 @@ run_vmm() {
 }
 
 append="bench=blk secs=$secs region=$region region_off=$offset mode=$mode wait=$wait"
-echo "blk.sh: file=$file region=$((region >> 20))M secs=$secs mode=$mode wait=$wait rounds=$rounds host=$(nproc) CPUs, $(uname -r)"
+echo "blk.sh: file=$file region=$((region >> 20))M secs=$secs mode=$mode wait=$wait rounds=$rounds pin=${pin:-no} host=$(nproc) CPUs, $(uname -r)"
 failed=0
 for round in $(seq "$rounds"); do
 [ "$rounds" = 1 ] || echo "== round $round"
 case ,$only, in *,floor,*)
 	echo "== floor (io_uring, O_DIRECT)"
-	"$floor" "$file" --offset "$offset" --region "$region" --secs "$secs" |
+	${pin:+taskset -c "${pin#*,}"} "$floor" "$file" --offset "$offset" --region "$region" --secs "$secs" |
 		tee "$tmp/floor.log" | sed -n 's/^job=/floor job=/p' >>"$tmp/results" || failed=1
 	;;
 esac
@@ -162,7 +196,7 @@ case ,$only, in *,qemu,*)
 	if [ -z "$qemu" ]; then
 		echo "blk.sh: qemu-system-x86_64 not installed, skipped" >&2
 	else
-		run_vmm qemu "$qemu" -enable-kvm -bios /usr/share/qemu/qboot.rom \
+		run_vmm qemu "$qemu" -name bench,debug-threads=on -enable-kvm -bios /usr/share/qemu/qboot.rom \
 			-nographic -no-reboot -m "$mem" -kernel "$probe" -append "$append" \
 			-device isa-debug-exit,iobase=0xf4,iosize=1 \
 			-object iothread,id=io0 \
@@ -187,7 +221,7 @@ esac
 case ,$only, in *,qemu-scsi,*)
 	echo "== QEMU virtio-scsi"
 	if [ -n "$qemu" ]; then
-		run_vmm qemu-scsi "$qemu" -enable-kvm -bios /usr/share/qemu/qboot.rom \
+		run_vmm qemu-scsi "$qemu" -name bench,debug-threads=on -enable-kvm -bios /usr/share/qemu/qboot.rom \
 			-nographic -no-reboot -m "$mem" -kernel "$probe" -append "$scsi_append" \
 			-device isa-debug-exit,iobase=0xf4,iosize=1 \
 			-object iothread,id=io1 \
@@ -211,7 +245,7 @@ esac
 case ,$only, in *,qemu-lsi,*)
 	echo "== QEMU lsi53c895a"
 	if [ -n "$qemu" ]; then
-		run_vmm qemu-lsi "$qemu" -enable-kvm -bios /usr/share/qemu/qboot.rom \
+		run_vmm qemu-lsi "$qemu" -name bench,debug-threads=on -enable-kvm -bios /usr/share/qemu/qboot.rom \
 			-nographic -no-reboot -m "$mem" -kernel "$probe" -append "$lsi_append" \
 			-device isa-debug-exit,iobase=0xf4,iosize=1 \
 			-device lsi53c895a,id=scsi0 \

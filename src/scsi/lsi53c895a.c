@@ -1323,6 +1323,9 @@ static void *lsi_thread(void *arg)
 	struct pollfd pfd[2];
 	unsigned int idle = 0;
 
+	/* Named like the other I/O threads, so users (and bench/blk.sh
+	 * --pin) can place it. */
+	pthread_setname_np(pthread_self(), "iovm-lsi");
 	pfd[0].fd = s->kick_fd;
 	pfd[0].events = POLLIN;
 	pfd[1].fd = blkq_event_fd(s->q);
