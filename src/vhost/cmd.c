@@ -22,7 +22,9 @@
 "flushed (fdatasync), and iovm waits for the next client; data the guest\n"     \
 "was told was written is never lost. A client that breaks the protocol is\n"    \
 "disconnected with one log line naming the problem. The front-end's guest\n"    \
-"RAM must be shareable (QEMU: -object memory-backend-memfd,share=on).\n"       \
+"RAM must be shareable (QEMU: -object memory-backend-memfd,share=on, or\n"     \
+"memory-backend-file,share=on; a client that truncates that file under iovm\n" \
+"is disconnected).\n"                                                          \
 "\n"                                                                            \
 "Common options:\n"                                                             \
 "  --socket PATH      UNIX socket to listen on. A stale socket at PATH is\n"    \

@@ -11,9 +11,16 @@
 
 #include "vhost/mem.h"
 
-void vhu_mem_init(struct vhu_mem *m)
+int vhu_mem_init(struct vhu_mem *m)
 {
 	memset(m, 0, sizeof(*m));
+	return vhu_fault_init(&m->fault);
+}
+
+void vhu_mem_fini(struct vhu_mem *m)
+{
+	vhu_mem_clear(m);
+	vhu_fault_fini(&m->fault);
 }
 
 static void rebuild_gmem(struct vhu_mem *m)
@@ -88,8 +95,8 @@ int vhu_mem_add(struct vhu_mem *m, const struct vhu_region *r, int fd,
 	 * before fstat: a seal is permanent, so the size read after it
 	 * stays true. Other files (hugetlbfs, tmpfs or disk files, as
 	 * memory-backend-file gives) cannot be sealed and are still
-	 * accepted: a client that truncates one of those can still crash
-	 * the backend with SIGBUS. */
+	 * accepted: a client that truncates one of those makes our accesses
+	 * fault, which sigbus.c catches and turns into a dropped client. */
 	seals = fcntl(fd, F_GET_SEALS);
 	if (seals >= 0 && !(seals & F_SEAL_SHRINK)) {
 		snprintf(err, errlen, "memory region gpa 0x%" PRIx64 " is a memfd without "
@@ -134,7 +141,16 @@ int vhu_mem_add(struct vhu_mem *m, const struct vhu_region *r, int fd,
 			 r->gpa, r->size, strerror(errno));
 		return ret;
 	}
+	/* Guarded before anyone can touch it. */
+	ret = vhu_guard_add(p, len, align, &m->fault);
+	if (ret < 0) {
+		munmap(p, len);
+		snprintf(err, errlen, "memory region gpa 0x%" PRIx64 ": more than %u regions "
+			 "mapped in this process", r->gpa, VHU_GUARD_SLOTS);
+		return ret;
+	}
 	n = &m->r[m->n++];
+	n->guard = ret;
 	n->gpa = r->gpa;
 	n->size = r->size;
 	n->uaddr = r->uaddr;
@@ -153,6 +169,7 @@ int vhu_mem_remove(struct vhu_mem *m, const struct vhu_region *r, char *err,
 
 		if (o->gpa != r->gpa || o->uaddr != r->uaddr || o->size != r->size)
 			continue;
+		vhu_guard_remove(o->guard);
 		munmap(o->map_base, o->map_len);
 		memmove(o, o + 1, (m->n - i - 1) * sizeof(*o));
 		m->n--;
@@ -166,10 +183,41 @@ int vhu_mem_remove(struct vhu_mem *m, const struct vhu_region *r, char *err,
 
 void vhu_mem_clear(struct vhu_mem *m)
 {
-	for (unsigned int i = 0; i < m->n; i++)
+	uintptr_t addr;
+
+	for (unsigned int i = 0; i < m->n; i++) {
+		vhu_guard_remove(m->r[i].guard);
 		munmap(m->r[i].map_base, m->r[i].map_len);
+	}
 	m->n = 0;
 	rebuild_gmem(m);
+	/* A fault report belongs to the memory it was about. */
+	if (m->fault.efd >= 0)
+		vhu_fault_take(&m->fault, &addr);
+}
+
+bool vhu_mem_take_fault(struct vhu_mem *m, uint64_t *gpa, uint64_t *size,
+			uint64_t *offset)
+{
+	uintptr_t addr;
+
+	if (!vhu_fault_take(&m->fault, &addr))
+		return false;
+	*gpa = *size = *offset = 0;
+	for (unsigned int i = 0; i < m->n; i++) {
+		const struct vhu_mem_region *r = &m->r[i];
+		uintptr_t base = (uintptr_t)r->map_base;
+
+		if (addr < base || addr - base >= r->map_len)
+			continue;
+		*gpa = r->gpa;
+		*size = r->size;
+		/* The offset in the region; an access in the alignment
+		 * slack before the region counts as its start. */
+		*offset = addr >= (uintptr_t)r->hva ? addr - (uintptr_t)r->hva : 0;
+		break;
+	}
+	return true;
 }
 
 static const struct vhu_mem_region *find_uva(const struct vhu_mem *m,

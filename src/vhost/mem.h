@@ -5,11 +5,13 @@
 #ifndef IOVM_VHOST_MEM_H
 #define IOVM_VHOST_MEM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "lib/gmem.h"
 #include "vhost/proto.h"
+#include "vhost/sigbus.h"
 
 #define VHU_MEM_MAX_REGIONS GMEM_MAX_REGIONS
 
@@ -20,6 +22,7 @@ struct vhu_mem_region {
 	uint8_t *hva;		/* host address of gpa */
 	void *map_base;		/* what mmap returned, for munmap */
 	size_t map_len;
+	int guard;		/* its SIGBUS guard slot (sigbus.h) */
 };
 
 struct vhu_mem {
@@ -27,9 +30,14 @@ struct vhu_mem {
 	unsigned int n;
 	/* The device's view (gpa -> hva), rebuilt on every change. */
 	struct gmem gmem;
+	/* Accesses past the end of a region file the client truncated. */
+	struct vhu_fault fault;
 };
 
-void vhu_mem_init(struct vhu_mem *m);
+/* 0, or -errno when the fault eventfd cannot be made. */
+int vhu_mem_init(struct vhu_mem *m);
+/* Unmaps everything and releases what vhu_mem_init took. */
+void vhu_mem_fini(struct vhu_mem *m);
 
 /* Maps one region from fd (which the caller still owns and closes).
  * Refuses (-EINVAL, err says why) an empty region, one whose addresses
@@ -44,8 +52,22 @@ int vhu_mem_add(struct vhu_mem *m, const struct vhu_region *r, int fd,
 int vhu_mem_remove(struct vhu_mem *m, const struct vhu_region *r, char *err,
 		   size_t errlen);
 
-/* Unmaps everything. */
+/* Unmaps everything (and forgets a fault report). Every thread that may
+ * touch guest memory must be stopped. */
 void vhu_mem_clear(struct vhu_mem *m);
+
+/* The fd to poll for faults: readable when the client truncated the file
+ * behind a region while it was mapped (sigbus.c). */
+static inline int vhu_mem_fault_fd(const struct vhu_mem *m)
+{
+	return m->fault.efd;
+}
+
+/* Consumes a fault report: true with the region that faulted (its guest
+ * address, size and the offset of the first faulting access) filled in
+ * when one did since the last call. */
+bool vhu_mem_take_fault(struct vhu_mem *m, uint64_t *gpa, uint64_t *size,
+			uint64_t *offset);
 
 /* Host pointer for [uaddr, uaddr+len) in the client's address space, if
  * wholly inside one region; NULL otherwise. */

@@ -4,7 +4,9 @@
  * Threads: everything here runs on the one thread that reads the socket.
  * The device's queue threads only run between queue_start and queue_stop,
  * so any state they can see (guest memory, ring addresses, fds) is changed
- * only while the queues it concerns are stopped. */
+ * only while the queues it concerns are stopped. A client that truncates
+ * the file behind its guest RAM is caught by sigbus.c and reported on the
+ * memory table's fault fd, which this thread polls with the socket. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -761,12 +763,14 @@ int vhu_server_serve(struct vhu_server *s, int sock, int stop_fd)
 				      .tv_usec = s->send_timeout_ms % 1000 * 1000 },
 		   sizeof(struct timeval));
 	for (;;) {
-		struct pollfd p[2] = {
+		struct pollfd p[3] = {
 			{ .fd = sock, .events = POLLIN },
 			{ .fd = stop_fd, .events = POLLIN },
+			{ .fd = vhu_mem_fault_fd(&s->mem), .events = POLLIN },
 		};
+		uint64_t gpa, size, off;
 
-		if (poll(p, 2, -1) < 0) {
+		if (poll(p, 3, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			ret = -errno;
@@ -775,6 +779,15 @@ int vhu_server_serve(struct vhu_server *s, int sock, int stop_fd)
 		}
 		if (p[1].revents) {
 			ret = -EINTR;
+			break;
+		}
+		/* Our accesses past the end of a region file faulted: the
+		 * client shrank its memory under us (sigbus.c). */
+		if (p[2].revents && vhu_mem_take_fault(&s->mem, &gpa, &size, &off)) {
+			pr_err("vhost-user: client truncated the memory file of region gpa 0x%" PRIx64
+			       " size 0x%" PRIx64 " (no page at offset 0x%" PRIx64 "), dropping it",
+			       gpa, size, off);
+			ret = -EFAULT;
 			break;
 		}
 		ret = vhu_msg_recv(sock, &m, s->err, sizeof(s->err));
@@ -815,13 +828,17 @@ struct vhu_server *vhu_server_new(struct virtio_dev *dev)
 		free(s);
 		return NULL;
 	}
+	if (vhu_mem_init(&s->mem)) {
+		free(s->q);
+		free(s);
+		return NULL;
+	}
 	s->dev = dev;
 	s->nq = dev->num_queues;
 	s->sock = -1;
 	s->send_timeout_ms = VHU_SEND_TIMEOUT_MS;
 	for (unsigned int i = 0; i < s->nq; i++)
 		s->q[i].kick_fd = s->q[i].call_fd = s->q[i].err_fd = -1;
-	vhu_mem_init(&s->mem);
 	dev->mem = &s->mem.gmem;
 	dev->transport.needs_reset = transport_needs_reset;
 	dev->transport.config_changed = transport_config_changed;
@@ -839,6 +856,7 @@ void vhu_server_free(struct vhu_server *s)
 	if (!s)
 		return;
 	disconnect(s);
+	vhu_mem_fini(&s->mem);
 	free(s->q);
 	free(s);
 }

@@ -11,7 +11,7 @@ struct virtio_dev;
 struct vhu_server;
 
 /* Wraps dev (which stays owned by the caller and must outlive the
- * server). Returns NULL on allocation failure. */
+ * server). Returns NULL when out of memory or eventfds. */
 struct vhu_server *vhu_server_new(struct virtio_dev *dev);
 void vhu_server_free(struct vhu_server *s);
 

@@ -333,11 +333,91 @@ static void test_hangup_with_writes_in_flight(void **state)
 	close(kick);
 }
 
+/* Guest RAM in a plain file (memory-backend-file: it cannot be sealed),
+ * which the client truncates while a queue runs. The back-end's next ring
+ * access faults: it must log the problem, drop that client and serve the
+ * next one, not die of SIGBUS. */
+static void test_client_truncates_ram(void **state)
+{
+	struct env *e = *state;
+	char path[] = "/tmp/iovm-vhost-ram-XXXXXX", log[1024];
+	uint8_t *memfd_ram = e->ram, want[4096];
+	int memfd = e->ram_fd, kick = eventfd(0, EFD_CLOEXEC), logfd, saved_err;
+	volatile uint16_t *avail;
+	uint16_t base;
+	ssize_t n;
+
+	/* A server made in this test: its SIGBUS handler goes on top of the
+	 * one cmocka installs around each test. */
+	vhu_server_free(e->srv);
+	e->srv = vhu_server_new(e->dev);
+	assert_non_null(e->srv);
+
+	e->ram_fd = mkstemp(path);
+	assert_true(e->ram_fd >= 0);
+	unlink(path);
+	assert_int_equal(ftruncate(e->ram_fd, RAM_SIZE), 0);
+	e->ram = mmap(NULL, RAM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, e->ram_fd, 0);
+	assert_true(e->ram != MAP_FAILED);
+	e->avail_idx = 0;
+	start_session(e, 0, kick);
+	fill(e->ram + DATA, 0, 3);
+	queue_req(e, 0, VIRTIO_BLK_T_OUT);
+	publish(e, kick);
+	wait_used(e, 1);
+	assert_int_equal(e->ram[STATUS], VIRTIO_BLK_S_OK);
+
+	/* One more request made visible, then the file shrinks to nothing
+	 * under the running queue, and a kick sends the back-end to the
+	 * ring. (From here on the client's own mapping is gone too.) */
+	queue_req(e, 1, VIRTIO_BLK_T_OUT);
+	avail = (volatile uint16_t *)(e->ram + AVAIL);
+	__atomic_store_n(&avail[1], e->avail_idx, __ATOMIC_RELEASE);
+	fflush(stderr);
+	saved_err = dup(2);
+	logfd = fileno(tmpfile());
+	assert_true(saved_err >= 0 && logfd >= 0);
+	dup2(logfd, 2);
+	assert_int_equal(ftruncate(e->ram_fd, 0), 0);
+	assert_int_equal(write(kick, &(uint64_t){ 1 }, 8), 8);
+	assert_true(hung_up(e->cfd));
+	assert_int_equal(hang_up(e), -EFAULT);
+	fflush(stderr);
+	dup2(saved_err, 2);
+	close(saved_err);
+	n = pread(logfd, log, sizeof(log) - 1, 0);
+	assert_true(n > 0);
+	log[n] = 0;
+	fputs(log, stderr);
+	assert_non_null(strstr(log, "client truncated the memory file of region gpa 0x0 "));
+	close(logfd);
+	munmap(e->ram, RAM_SIZE);
+	close(e->ram_fd);
+
+	/* The back-end is alive: the next client (sealed memfd) is served,
+	 * and the write the first client saw completed is on disk. */
+	e->ram = memfd_ram;
+	e->ram_fd = memfd;
+	base = *used_idx(e);
+	e->avail_idx = base;
+	start_session(e, base, kick);
+	memset(e->ram + DATA, 0, 4096);
+	queue_req(e, 0, VIRTIO_BLK_T_IN);
+	publish(e, kick);
+	wait_used(e, base + 1);
+	assert_int_equal(e->ram[STATUS], VIRTIO_BLK_S_OK);
+	fill(want, 0, 3);
+	assert_memory_equal(e->ram + DATA, want, 4096);
+	assert_int_equal(hang_up(e), 0);
+	close(kick);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_config_and_io),
 		cmocka_unit_test(test_hangup_with_writes_in_flight),
+		cmocka_unit_test(test_client_truncates_ram),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,7 +17,10 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -489,7 +493,7 @@ static void test_mem_translate(void **state)
 	uint8_t *p;
 
 	assert_int_equal(ftruncate(fd, 0x20000), 0);
-	vhu_mem_init(&m);
+	assert_int_equal(vhu_mem_init(&m), 0);
 	/* A memfd that may still shrink is refused: truncating it later
 	 * would SIGBUS the backend. */
 	assert_int_equal(vhu_mem_add(&m, &r, fd, err, sizeof(err)), -EPERM);
@@ -514,7 +518,86 @@ static void test_mem_translate(void **state)
 	assert_memory_equal((uint8_t *)gmem_ptr(&m.gmem, 0x10, 3), "xyz", 3);
 	vhu_mem_clear(&m);
 	assert_int_equal(m.gmem.n, 0);
+	vhu_mem_fini(&m);
 	close(fd);
+}
+
+/* A plain file (which cannot be sealed) as guest RAM, truncated while it
+ * is mapped: our accesses past the new end neither crash nor change the
+ * pages still inside the file, and the fault is reported once, naming the
+ * region and the offset. */
+static void test_mem_truncated_file(void **state)
+{
+	char path[] = "/tmp/iovm-vhost-ram-XXXXXX", err[256];
+	struct vhu_region r = { 0x100000, 0x10000, UADDR, 0 };
+	long pg = sysconf(_SC_PAGESIZE);
+	volatile uint8_t *p;
+	struct vhu_mem m;
+	uint64_t gpa, size, off;
+	int fd = mkstemp(path);
+
+	assert_true(fd >= 0);
+	unlink(path);
+	assert_int_equal(ftruncate(fd, 0x10000), 0);
+	assert_int_equal(pwrite(fd, "keep", 4, 0x10), 4);
+	assert_int_equal(vhu_mem_init(&m), 0);
+	assert_int_equal(vhu_mem_add(&m, &r, fd, err, sizeof(err)), 0);
+	p = gmem_ptr(&m.gmem, 0x100000, 0x10000);
+	assert_non_null(p);
+	assert_false(vhu_mem_take_fault(&m, &gpa, &size, &off));
+
+	/* The client keeps one page and drops the rest. */
+	assert_int_equal(ftruncate(fd, pg), 0);
+	p[0x8000] = 0x5a;		/* a store past the end: faults */
+	assert_int_equal(p[0x8000], 0x5a);	/* the zero page took it */
+	assert_int_equal(p[0x9000], 0);	/* a load in another lost page */
+	assert_memory_equal((const void *)(p + 0x10), "keep", 4);
+	assert_true(vhu_mem_take_fault(&m, &gpa, &size, &off));
+	assert_int_equal(gpa, 0x100000);
+	assert_int_equal(size, 0x10000);
+	assert_int_equal(off, 0x8000);
+	assert_false(vhu_mem_take_fault(&m, &gpa, &size, &off));
+	/* The replacement page is private: the file did not grow back. */
+	{
+		struct stat st;
+
+		assert_int_equal(fstat(fd, &st), 0);
+		assert_int_equal(st.st_size, pg);
+	}
+	vhu_mem_fini(&m);
+	close(fd);
+}
+
+/* Outside guest regions a SIGBUS keeps its default action: a truncated
+ * mapping of our own still kills, with SIGBUS. */
+static void test_sigbus_elsewhere_kills(void **state)
+{
+	struct vhu_mem m;
+	pid_t pid;
+	int status;
+
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		FILE *f = tmpfile();
+		volatile uint8_t *p;
+
+		/* Not cmocka's handler (which would go on with the tests in
+		 * this child) but the default one, then ours on top. */
+		signal(SIGBUS, SIG_DFL);
+		setrlimit(RLIMIT_CORE, &(struct rlimit){ 0, 0 });
+		if (vhu_mem_init(&m))
+			_exit(2);
+		if (!f || ftruncate(fileno(f), 4096))
+			_exit(2);
+		p = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fileno(f), 0);
+		if (p == MAP_FAILED || ftruncate(fileno(f), 0))
+			_exit(2);
+		_exit(p[0] == 0 ? 3 : 4);	/* must not get here */
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status));
+	assert_int_equal(WTERMSIG(status), SIGBUS);
 }
 
 /* ---- hostile messages: each one drops the client, the server lives ---- */
@@ -859,6 +942,8 @@ int main(void)
 		cmocka_unit_test(test_mem_regions_add_remove),
 		cmocka_unit_test(test_table_swap_err_reset),
 		cmocka_unit_test(test_mem_translate),
+		cmocka_unit_test(test_mem_truncated_file),
+		cmocka_unit_test(test_sigbus_elsewhere_kills),
 		cmocka_unit_test(test_hostile),
 		cmocka_unit_test(test_too_many_fds),
 		cmocka_unit_test(test_reply_not_read),
