@@ -24,6 +24,9 @@
 # bzImage + initramfs.cpio.gz, or --guest DIR) on iovm and on QEMU (virtio-blk-
 # pci, iothread, cache=none, aio=io_uring). Needs hardware KVM to mean
 # anything; --fio-accel tcg runs QEMU's leg under TCG (checks the plumbing).
+# --only floor-poll adds the floor busy-polling its completions (blk-floor
+# --poll): the disk's latency without a wakeup, what a spinning VMM queue
+# thread can reach at best.
 # --rounds N repeats floor, iovm and QEMU N times, interleaved, and reports
 # the median of each figure (the host may be shared and noisy).
 # --pin V,I pins, once the probe's jobs start, every VMM's vCPU thread to
@@ -49,7 +52,7 @@ only=floor,iovm,qemu,iovm-scsi,qemu-scsi,iovm-lsi,qemu-lsi
 rounds=1
 pin=""
 
-usage() { sed -n '2,35s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
+usage() { sed -n '2,38s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
 tobytes() {
 	case $1 in
 	*[kK]) echo $((${1%?} << 10)) ;;
@@ -181,6 +184,12 @@ case ,$only, in *,floor,*)
 	echo "== floor (io_uring, O_DIRECT)"
 	${pin:+taskset -c "${pin#*,}"} "$floor" "$file" --offset "$offset" --region "$region" --secs "$secs" |
 		tee "$tmp/floor.log" | sed -n 's/^job=/floor job=/p' >>"$tmp/results" || failed=1
+	;;
+esac
+case ,$only, in *,floor-poll,*)
+	echo "== floor-poll (io_uring, O_DIRECT, busy-polling the completion queue)"
+	${pin:+taskset -c "${pin#*,}"} "$floor" "$file" --offset "$offset" --region "$region" --secs "$secs" --poll |
+		sed -n 's/^job=/floor-poll job=/p' >>"$tmp/results" || failed=1
 	;;
 esac
 case ,$only, in *,iovm,*)
@@ -360,7 +369,7 @@ END {
 	printf "%-18s %-9s %9s %9s %11s %11s %11s\n", "job", "who", "iops", "MB/s", "mean_us", "p99_us", "cpu_us/io"
 	for (i = 1; i <= njobs; i++) {
 		j = order[i]
-		nw = split("floor iovm qemu iovm-scsi qemu-scsi iovm-lsi qemu-lsi iovm-fio qemu-fio", w, " ")
+		nw = split("floor floor-poll iovm qemu iovm-scsi qemu-scsi iovm-lsi qemu-lsi iovm-fio qemu-fio", w, " ")
 		for (k = 1; k <= nw; k++)
 			if ((w[k], j) in iops)
 				printf "%-18s %-9s %9s %9s %11s %11s %11s\n", j, w[k], iops[w[k], j], bw[w[k], j], mean[w[k], j], p99[w[k], j], v(cpu[w[k], j])
