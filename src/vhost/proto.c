@@ -30,6 +30,8 @@ static const char *const request_names[VHU_REQUEST_MAX] = {
 	[VHU_SET_VRING_ENABLE] = "SET_VRING_ENABLE",
 	[VHU_GET_CONFIG] = "GET_CONFIG",
 	[VHU_SET_CONFIG] = "SET_CONFIG",
+	[VHU_GET_INFLIGHT_FD] = "GET_INFLIGHT_FD",
+	[VHU_SET_INFLIGHT_FD] = "SET_INFLIGHT_FD",
 	[VHU_RESET_DEVICE] = "RESET_DEVICE",
 	[VHU_GET_MAX_MEM_SLOTS] = "GET_MAX_MEM_SLOTS",
 	[VHU_ADD_MEM_REG] = "ADD_MEM_REG",
@@ -176,8 +178,8 @@ fail:
 	return ret;
 }
 
-int vhu_msg_reply(int sock, const struct vhu_msg *m, const void *payload,
-		  uint32_t size)
+int vhu_msg_reply_fd(int sock, const struct vhu_msg *m, const void *payload,
+		     uint32_t size, int fd)
 {
 	struct vhu_hdr hdr = {
 		.request = m->hdr.request,
@@ -188,10 +190,26 @@ int vhu_msg_reply(int sock, const struct vhu_msg *m, const void *payload,
 		{ &hdr, sizeof(hdr) },
 		{ (void *)payload, size },
 	};
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
 	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2 };
 	size_t want = sizeof(hdr) + size;
 	ssize_t n;
 
+	if (fd >= 0) {
+		struct cmsghdr *c;
+
+		memset(&ctl, 0, sizeof(ctl));
+		mh.msg_control = ctl.buf;
+		mh.msg_controllen = sizeof(ctl.buf);
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	}
 	do
 		n = sendmsg(sock, &mh, MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);
@@ -200,4 +218,10 @@ int vhu_msg_reply(int sock, const struct vhu_msg *m, const void *payload,
 	/* A reply is at most a few hundred bytes: a short write means the
 	 * send timeout struck part way, the peer is wedged. */
 	return (size_t)n == want ? 0 : -EAGAIN;
+}
+
+int vhu_msg_reply(int sock, const struct vhu_msg *m, const void *payload,
+		  uint32_t size)
+{
+	return vhu_msg_reply_fd(sock, m, payload, size, -1);
 }

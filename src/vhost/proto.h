@@ -28,6 +28,8 @@ enum vhu_request {
 	VHU_SET_VRING_ENABLE = 18,
 	VHU_GET_CONFIG = 24,
 	VHU_SET_CONFIG = 25,
+	VHU_GET_INFLIGHT_FD = 31,
+	VHU_SET_INFLIGHT_FD = 32,
 	VHU_RESET_DEVICE = 34,
 	VHU_GET_MAX_MEM_SLOTS = 36,
 	VHU_ADD_MEM_REG = 37,
@@ -48,6 +50,7 @@ enum vhu_request {
 #define VHU_PF_MQ 0
 #define VHU_PF_REPLY_ACK 3
 #define VHU_PF_CONFIG 9
+#define VHU_PF_INFLIGHT_SHMFD 12
 #define VHU_PF_RESET_DEVICE 13
 #define VHU_PF_CONFIGURE_MEM_SLOTS 15
 
@@ -109,6 +112,15 @@ struct vhu_config {
 	uint8_t data[VHU_MAX_CONFIG];
 };
 
+/* GET/SET_INFLIGHT_FD: the inflight tracking buffer (its fd travels with
+ * the reply to GET and with SET). */
+struct vhu_inflight {
+	uint64_t mmap_size;
+	uint64_t mmap_offset;
+	uint16_t num_queues;
+	uint16_t queue_size;
+};
+
 #define VHU_CONFIG_HDR_SIZE offsetof(struct vhu_config, data)
 #define VHU_MEM_TABLE_HDR_SIZE offsetof(struct vhu_mem_table, r)
 
@@ -119,6 +131,7 @@ union vhu_payload {
 	struct vhu_mem_table mem;
 	struct vhu_mem_single memreg;
 	struct vhu_config cfg;
+	struct vhu_inflight inflight;
 };
 
 /* No valid message is larger than this; anything larger is malformed. */
@@ -142,6 +155,10 @@ int vhu_msg_recv(int sock, struct vhu_msg *m, char *err, size_t errlen);
  * it left (the peer does not read), or another -errno. */
 int vhu_msg_reply(int sock, const struct vhu_msg *m, const void *payload,
 		  uint32_t size);
+
+/* The same with one file descriptor sent along (fd >= 0). */
+int vhu_msg_reply_fd(int sock, const struct vhu_msg *m, const void *payload,
+		     uint32_t size, int fd);
 
 /* Closes the fds still held by m (those a handler did not take). */
 void vhu_msg_close_fds(struct vhu_msg *m);

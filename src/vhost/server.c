@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -40,7 +41,8 @@
 #define VHU_PROTOCOL_FEATURES                                             \
 	((1ull << VHU_PF_MQ) | (1ull << VHU_PF_REPLY_ACK) |                  \
 	 (1ull << VHU_PF_CONFIG) | (1ull << VHU_PF_RESET_DEVICE) |           \
-	 (1ull << VHU_PF_CONFIGURE_MEM_SLOTS))
+	 (1ull << VHU_PF_CONFIGURE_MEM_SLOTS) |                             \
+	 (1ull << VHU_PF_INFLIGHT_SHMFD))
 
 struct vhu_queue {
 	struct virtq vq;	/* vq.last_avail persists across stop/start */
@@ -62,6 +64,13 @@ struct vhu_server {
 	uint64_t protocol_features;	/* acked by SET_PROTOCOL_FEATURES */
 	int sock;
 	unsigned int send_timeout_ms;	/* for one reply to leave */
+	/* The inflight buffer (SET_INFLIGHT_FD): one region per queue for
+	 * the first inflight_nq queues, whose rings must have
+	 * inflight_qsize entries; NULL: no tracking. */
+	uint8_t *inflight_map;
+	size_t inflight_len;
+	uint16_t inflight_nq, inflight_qsize;
+	struct virtq_inflight *inflight;	/* [inflight_nq] */
 	char err[256];			/* why the current message failed */
 };
 
@@ -165,9 +174,17 @@ static int queue_map(struct vhu_server *s, unsigned int i)
 	q->vq.isr = NULL;
 	q->vq.event_idx = s->dev->guest_features & (1ull << VIRTIO_F_RING_EVENT_IDX);
 	q->vq.indirect = s->dev->guest_features & (1ull << VIRTIO_F_RING_INDIRECT_DESC);
+	q->vq.inflight = NULL;
+	if (s->inflight_map && i < s->inflight_nq) {
+		if (q->num != s->inflight_qsize)
+			return fail(s, -EINVAL, "vring %u: size %u differs from the inflight "
+				    "buffer's queue size %u", i, q->num, s->inflight_qsize);
+		q->vq.inflight = &s->inflight[i];
+	}
 	if (virtq_init(&q->vq))
-		return fail(s, -EINVAL, "vring %u: size %u or ring alignment is invalid",
-			    i, q->num);
+		return fail(s, -EINVAL, q->vq.inflight ?
+			    "vring %u: size %u, ring alignment or its inflight region is invalid" :
+			    "vring %u: size %u or ring alignment is invalid", i, q->num);
 	return 0;
 }
 
@@ -192,6 +209,16 @@ static int queue_sync(struct vhu_server *s, unsigned int i)
 		return fail(s, ret, "vring %u: the device could not start it: %s", i,
 			    strerror(-ret));
 	q->running = true;
+	if (virtq_inflight_pending(&q->vq)) {
+		uint64_t one = 1;
+
+		/* The front-end will not kick for requests it already
+		 * kicked for: kick ourselves. */
+		pr_info("vhost-user: vring %u: resubmitting %u requests left in flight "
+			"by the previous back-end", i, virtq_inflight_pending(&q->vq));
+		if (write(q->kick_fd, &one, sizeof(one)) < 0)
+			pr_debug("vhost-user: vring %u kick: %s", i, strerror(errno));
+	}
 	return 0;
 }
 
@@ -299,8 +326,23 @@ static int do_set_owner(struct vhu_server *s, struct vhu_msg *m)
 	return 0;
 }
 
+/* Forgets the inflight buffer; the queues using it are stopped. */
+static void inflight_clear(struct vhu_server *s)
+{
+	if (s->inflight_map)
+		munmap(s->inflight_map, s->inflight_len);
+	for (unsigned int i = 0; i < s->inflight_nq; i++)
+		free(s->inflight[i].resubmit);
+	free(s->inflight);
+	s->inflight = NULL;
+	s->inflight_map = NULL;
+	s->inflight_len = 0;
+	s->inflight_nq = s->inflight_qsize = 0;
+}
+
 /* RESET_OWNER (deprecated) and RESET_DEVICE: all rings stop and forget
- * their state; memory and the connection stay. */
+ * their state (the inflight buffer too: it describes the old rings);
+ * memory and the connection stay. */
 static int do_reset(struct vhu_server *s, struct vhu_msg *m)
 {
 	stop_all(s);
@@ -308,6 +350,7 @@ static int do_reset(struct vhu_server *s, struct vhu_msg *m)
 		s->dev->ops->flush(s->dev);
 	for (unsigned int i = 0; i < s->nq; i++)
 		queue_reset(&s->q[i]);
+	inflight_clear(s);
 	s->features = 0;
 	s->dev->guest_features = 0;
 	return 0;
@@ -536,6 +579,117 @@ static int do_set_vring_enable(struct vhu_server *s, struct vhu_msg *m)
 	return queue_sync(s, i);
 }
 
+/* ---- inflight I/O tracking (INFLIGHT_SHMFD) ---- */
+
+static int check_inflight(struct vhu_server *s, const struct vhu_inflight *in,
+			  uint64_t *need)
+{
+	if (!in->num_queues || in->num_queues > s->nq)
+		return fail(s, -EINVAL, "inflight buffer: %u queues, the device has %u",
+			    in->num_queues, s->nq);
+	if (!in->queue_size || in->queue_size > s->dev->max_queue_size)
+		return fail(s, -EINVAL, "inflight buffer: queue size %u, at most %u",
+			    in->queue_size, s->dev->max_queue_size);
+	*need = in->num_queues * virtq_inflight_region_size(in->queue_size);
+	return 0;
+}
+
+/* The front-end asks for a buffer to keep for us: a sealed memfd (it can
+ * neither shrink under a later back-end nor grow), zeroed, so every
+ * queue's region starts unused (version 0). */
+static int do_get_inflight_fd(struct vhu_server *s, struct vhu_msg *m)
+{
+	struct vhu_inflight in = m->p.inflight;
+	uint64_t need;
+	long pg = sysconf(_SC_PAGESIZE);
+	int fd, ret = check_inflight(s, &in, &need);
+
+	if (ret)
+		return ret;
+	need = (need + pg - 1) & ~(uint64_t)(pg - 1);
+	fd = memfd_create("iovm-inflight", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return fail(s, -errno, "inflight buffer: memfd_create: %s", strerror(errno));
+	if (ftruncate(fd, need) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+		ret = fail(s, -errno, "inflight buffer of %" PRIu64 " bytes: %s", need,
+			   strerror(errno));
+		close(fd);
+		return ret;
+	}
+	in.mmap_size = need;
+	in.mmap_offset = 0;
+	ret = vhu_msg_reply_fd(s->sock, m, &in, sizeof(in), fd);
+	close(fd);
+	if (ret == -EAGAIN)
+		return fail(s, -ETIMEDOUT,
+			    "cannot send a reply: the client has not read its replies for %u ms",
+			    s->send_timeout_ms);
+	if (ret)
+		return fail(s, ret, "cannot send a reply: %s", strerror(-ret));
+	return 0;
+}
+
+/* The buffer comes back (at every start, and to a new back-end after a
+ * crash): map it, and each queue's region tells virtq_init what the
+ * previous back-end left in flight. It must be a memfd sealed against
+ * shrinking, as the ones we hand out are. */
+static int do_set_inflight_fd(struct vhu_server *s, struct vhu_msg *m)
+{
+	const struct vhu_inflight *in = &m->p.inflight;
+	struct virtq_inflight *inf;
+	struct stat st;
+	uint64_t need;
+	void *p;
+	int seals, ret = check_inflight(s, in, &need);
+
+	if (ret)
+		return ret;
+	seals = fcntl(m->fds[0], F_GET_SEALS);
+	if (seals < 0 || !(seals & F_SEAL_SHRINK))
+		return fail(s, -EPERM, "inflight buffer fd is not a memfd sealed against shrinking");
+	if (fstat(m->fds[0], &st) < 0)
+		return fail(s, -errno, "inflight buffer fd: %s", strerror(errno));
+	if (in->mmap_size < need || in->mmap_offset % sysconf(_SC_PAGESIZE) ||
+	    in->mmap_offset > (uint64_t)st.st_size ||
+	    need > (uint64_t)st.st_size - in->mmap_offset)
+		return fail(s, -EINVAL, "inflight buffer: %" PRIu64 " bytes at offset %" PRIu64
+			    " of a %" PRIu64 "-byte file, %u queues of %u need %" PRIu64,
+			    in->mmap_size, in->mmap_offset, (uint64_t)st.st_size,
+			    in->num_queues, in->queue_size, need);
+	inf = calloc(in->num_queues, sizeof(*inf));
+	if (!inf)
+		return fail(s, -ENOMEM, "inflight buffer: out of memory");
+	for (unsigned int i = 0; i < in->num_queues; i++) {
+		inf[i].resubmit = calloc(in->queue_size, sizeof(*inf[i].resubmit));
+		if (!inf[i].resubmit) {
+			while (i--)
+				free(inf[i].resubmit);
+			free(inf);
+			return fail(s, -ENOMEM, "inflight buffer: out of memory");
+		}
+	}
+	p = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_SHARED, m->fds[0], in->mmap_offset);
+	if (p == MAP_FAILED) {
+		ret = fail(s, -errno, "inflight buffer: mmap: %s", strerror(errno));
+		for (unsigned int i = 0; i < in->num_queues; i++)
+			free(inf[i].resubmit);
+		free(inf);
+		return ret;
+	}
+	stop_all(s);
+	inflight_clear(s);
+	s->inflight_map = p;
+	s->inflight_len = need;
+	s->inflight_nq = in->num_queues;
+	s->inflight_qsize = in->queue_size;
+	s->inflight = inf;
+	for (unsigned int i = 0; i < in->num_queues; i++)
+		inf[i].region = (struct virtq_inflight_region *)
+			(s->inflight_map + i * virtq_inflight_region_size(in->queue_size));
+	return sync_all(s);
+}
+
 static int do_get_config(struct vhu_server *s, struct vhu_msg *m)
 {
 	struct vhu_config *c = &m->p.cfg;
@@ -612,6 +766,10 @@ static const struct handler handlers[VHU_REQUEST_MAX] = {
 	[VHU_SET_VRING_ENABLE] = { do_set_vring_enable, 8, false, false, FDS_NONE, -1 },
 	[VHU_GET_CONFIG] = { do_get_config, 0, true, true, FDS_NONE, VHU_PF_CONFIG },
 	[VHU_SET_CONFIG] = { do_set_config, 0, true, false, FDS_NONE, VHU_PF_CONFIG },
+	[VHU_GET_INFLIGHT_FD] = { do_get_inflight_fd, sizeof(struct vhu_inflight), false,
+				  true, FDS_NONE, VHU_PF_INFLIGHT_SHMFD },
+	[VHU_SET_INFLIGHT_FD] = { do_set_inflight_fd, sizeof(struct vhu_inflight), false,
+				  false, FDS_ONE, VHU_PF_INFLIGHT_SHMFD },
 	[VHU_RESET_DEVICE] = { do_reset, 0, false, false, FDS_NONE, VHU_PF_RESET_DEVICE },
 	[VHU_GET_MAX_MEM_SLOTS] = { do_get_max_mem_slots, 0, false, true, FDS_NONE, -1 },
 	[VHU_ADD_MEM_REG] = { do_add_mem_reg, sizeof(struct vhu_mem_single), false,
@@ -626,6 +784,7 @@ static const char *pf_name(int bit)
 	case VHU_PF_CONFIG: return "CONFIG";
 	case VHU_PF_RESET_DEVICE: return "RESET_DEVICE";
 	case VHU_PF_CONFIGURE_MEM_SLOTS: return "CONFIGURE_MEM_SLOTS";
+	case VHU_PF_INFLIGHT_SHMFD: return "INFLIGHT_SHMFD";
 	default: return "?";
 	}
 }
@@ -743,6 +902,7 @@ static void disconnect(struct vhu_server *s)
 		s->dev->ops->flush(s->dev);
 	for (unsigned int i = 0; i < s->nq; i++)
 		queue_reset(&s->q[i]);
+	inflight_clear(s);
 	vhu_mem_clear(&s->mem);
 	s->features = 0;
 	s->protocol_features = 0;

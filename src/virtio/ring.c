@@ -2,6 +2,7 @@
  * rewrite any ring field at any time, so each descriptor is copied once and
  * validated on the copy, and every count is bounded before it is used. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -29,6 +30,80 @@ static inline void store16(volatile uint16_t *p, uint16_t v)
 	__atomic_store_n(p, v, __ATOMIC_RELAXED);
 }
 
+static inline void store_release8(volatile uint8_t *p, uint8_t v)
+{
+	__atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
+static int cmp_resubmit(const void *a, const void *b)
+{
+	const struct virtq_resubmit *x = a, *y = b;
+
+	return x->counter < y->counter ? -1 : x->counter > y->counter;
+}
+
+/* Reads the inflight region a previous back-end left (the front-end's
+ * copy of it, so every index is checked), or initialises a fresh one.
+ * Recovery, for split rings:
+ * - A push batch may have been cut short between publishing the used
+ *   index and clearing its heads' inflight flags: used_idx then lags the
+ *   ring's, and the batch (a list from last_batch_head) is finished.
+ * - Every chain popped is either counted in the used index or still
+ *   flagged inflight, so popping resumes at used + inflight, after the
+ *   flagged chains are popped again in their original order. */
+static int inflight_recover(struct virtq *vq)
+{
+	struct virtq_inflight *inf = vq->inflight;
+	struct virtq_inflight_region *r = inf->region;
+	uint16_t used = vq->used_idx, n = 0;
+	uint64_t max = 0;
+
+	inf->counter = 0;
+	inf->nresubmit = inf->next_resubmit = 0;
+	if (!__atomic_load_n(&r->version, __ATOMIC_ACQUIRE)) {
+		memset(r->desc, 0, vq->size * sizeof(r->desc[0]));
+		r->features = 0;
+		r->desc_num = vq->size;
+		r->last_batch_head = 0;
+		r->used_idx = used;
+		__atomic_store_n(&r->version, VIRTQ_INFLIGHT_VERSION, __ATOMIC_RELEASE);
+		return 0;
+	}
+	if (r->version != VIRTQ_INFLIGHT_VERSION || r->desc_num != vq->size)
+		return -EINVAL;
+	if (r->used_idx != used) {
+		uint16_t batch = used - r->used_idx, h = r->last_batch_head;
+
+		if (batch > vq->size)
+			return -EINVAL;
+		for (uint16_t i = 0; i < batch; i++) {
+			if (h >= vq->size)
+				return -EINVAL;
+			store_release8(&r->desc[h].inflight, 0);
+			h = r->desc[h].next;
+		}
+		r->used_idx = used;
+	}
+	for (uint16_t i = 0; i < vq->size; i++) {
+		struct virtq_resubmit *e = &inf->resubmit[n];
+
+		if (!__atomic_load_n(&r->desc[i].inflight, __ATOMIC_RELAXED))
+			continue;
+		/* A private copy: the sort must not see the counters
+		 * change under it. */
+		e->counter = __atomic_load_n(&r->desc[i].counter, __ATOMIC_RELAXED);
+		e->head = i;
+		if (e->counter >= max)
+			max = e->counter + 1;
+		n++;
+	}
+	qsort(inf->resubmit, n, sizeof(inf->resubmit[0]), cmp_resubmit);
+	inf->nresubmit = n;
+	inf->counter = max;
+	vq->last_avail = used + n;
+	return 0;
+}
+
 int virtq_init(struct virtq *vq)
 {
 	uint64_t n = vq->size;
@@ -47,6 +122,8 @@ int virtq_init(struct virtq *vq)
 	vq->used_ring = (volatile struct virtq_used_elem *)(used + 4);
 	vq->avail_event = (volatile uint16_t *)(used + 4 + 8 * n);
 	vq->used_idx = load16(&vq->used_flags[1]);
+	if (vq->inflight && inflight_recover(vq))
+		return -EINVAL;
 	vq->signalled_valid = false;
 	/* A ring handed over mid-life (vhost-user reconnect) may still say
 	 * "no kicks" from its previous server. */
@@ -70,7 +147,7 @@ unsigned int virtq_avail_count(struct virtq *vq)
 {
 	uint16_t n = load_acquire16(&vq->avail[1]) - vq->last_avail;
 
-	return n > vq->size ? 0 : n;
+	return (n > vq->size ? 0 : n) + virtq_inflight_pending(vq);
 }
 
 /* Appends the host view of [gpa, gpa+len) to iov, one entry per guest RAM
@@ -177,14 +254,45 @@ static int walk(struct virtq *vq, struct walk *w,
 	}
 }
 
+/* Pops the next chain recovered from the inflight region. */
+static int pop_resubmit(struct virtq *vq, struct virtq_elem *elem,
+			struct walk *w)
+{
+	struct virtq_inflight *inf = vq->inflight;
+	uint16_t head = inf->resubmit[inf->next_resubmit++].head;
+	int ret;
+
+	elem->head = head;
+	elem->out_num = elem->in_num = 0;
+	elem->out_len = elem->in_len = 0;
+	__atomic_store_n(&inf->region->desc[head].counter, inf->counter++,
+			 __ATOMIC_RELAXED);
+	ret = walk(vq, w, vq->desc, vq->size, head, false, vq->size);
+	return ret ? ret : 1;
+}
+
+/* Records a popped head before the device can act on it: its pop order,
+ * then the flag (release: a flagged head always has its counter). */
+static void inflight_get(struct virtq *vq, uint16_t head)
+{
+	struct virtq_inflight *inf = vq->inflight;
+
+	__atomic_store_n(&inf->region->desc[head].counter, inf->counter++,
+			 __ATOMIC_RELAXED);
+	store_release8(&inf->region->desc[head].inflight, 1);
+}
+
 int virtq_pop(struct virtq *vq, struct virtq_elem *elem, struct iovec *iov,
 	      unsigned int max_iov)
 {
-	uint16_t avail_idx = load_acquire16(&vq->avail[1]);
+	uint16_t avail_idx;
 	uint16_t head;
 	struct walk w = { elem, iov, max_iov, false };
 	int ret;
 
+	if (vq->inflight && virtq_inflight_pending(vq))
+		return pop_resubmit(vq, elem, &w);
+	avail_idx = load_acquire16(&vq->avail[1]);
 	if (avail_idx == vq->last_avail)
 		return 0;
 	if ((uint16_t)(avail_idx - vq->last_avail) > vq->size)
@@ -199,9 +307,30 @@ int virtq_pop(struct virtq *vq, struct virtq_elem *elem, struct iovec *iov,
 	ret = walk(vq, &w, vq->desc, vq->size, head, false, vq->size);
 	if (ret)
 		return ret;
+	if (vq->inflight)
+		inflight_get(vq, head);
 	if (vq->event_idx && vq->kicks_enabled)
 		store16(vq->avail_event, vq->last_avail);
 	return 1;
+}
+
+/* Push order with inflight tracking (a batch of one): name the batch,
+ * publish the used index, clear the flag, record the used index. A
+ * back-end that dies anywhere in between leaves a region from which
+ * inflight_recover reaches the same state. */
+static void inflight_put(struct virtq *vq, uint16_t head,
+			 volatile struct virtq_used_elem *e, uint32_t len)
+{
+	struct virtq_inflight_region *r = vq->inflight->region;
+
+	__atomic_store_n(&r->desc[head].next, r->last_batch_head, __ATOMIC_RELAXED);
+	__atomic_store_n(&r->last_batch_head, head, __ATOMIC_RELEASE);
+	e->id = head;
+	e->len = len;
+	vq->used_idx++;
+	store_release16(&vq->used_flags[1], vq->used_idx);
+	store_release8(&r->desc[head].inflight, 0);
+	__atomic_store_n(&r->used_idx, vq->used_idx, __ATOMIC_RELEASE);
 }
 
 void virtq_push(struct virtq *vq, uint16_t head, uint32_t len)
@@ -209,6 +338,10 @@ void virtq_push(struct virtq *vq, uint16_t head, uint32_t len)
 	volatile struct virtq_used_elem *e =
 		&vq->used_ring[vq->used_idx & (vq->size - 1)];
 
+	if (vq->inflight) {
+		inflight_put(vq, head, e, len);
+		return;
+	}
 	e->id = head;
 	e->len = len;
 	vq->used_idx++;
@@ -270,7 +403,8 @@ bool virtq_enable_kicks(struct virtq *vq)
 	 * otherwise a driver that saw kicks disabled and a device that saw no
 	 * new entries would both go to sleep. */
 	mb();
-	return load_acquire16(&vq->avail[1]) != vq->last_avail;
+	return load_acquire16(&vq->avail[1]) != vq->last_avail ||
+	       virtq_inflight_pending(vq);
 }
 
 size_t iov_to_buf(const struct iovec *iov, unsigned int cnt, size_t offset,

@@ -31,6 +31,54 @@ struct virtq_used_elem {
 	uint32_t len;
 };
 
+/* Inflight I/O tracking (vhost-user INFLIGHT_SHMFD), split rings: a region
+ * of memory that outlives the back-end process (the front-end keeps it and
+ * hands it to the next back-end) recording which chains were popped and not
+ * yet pushed, so that a restarted back-end resubmits them. Layout as in the
+ * vhost-user specification: native endian, one per queue. */
+struct virtq_inflight_desc {
+	uint8_t inflight;	/* head popped, not yet pushed */
+	uint8_t padding[5];
+	uint16_t next;		/* last batch of pushes: next head */
+	uint64_t counter;	/* pop order */
+};
+
+struct virtq_inflight_region {
+	uint64_t features;	/* 0 */
+	uint16_t version;	/* VIRTQ_INFLIGHT_VERSION; 0: never used */
+	uint16_t desc_num;	/* queue size */
+	uint16_t last_batch_head;	/* head of the last push batch */
+	uint16_t used_idx;	/* used idx once that batch was published */
+	struct virtq_inflight_desc desc[];
+};
+
+#define VIRTQ_INFLIGHT_VERSION 1
+
+/* Bytes of one queue's region (64-byte aligned, so regions of successive
+ * queues can follow each other). */
+static inline uint64_t virtq_inflight_region_size(uint16_t queue_size)
+{
+	return (sizeof(struct virtq_inflight_region) +
+		(uint64_t)queue_size * sizeof(struct virtq_inflight_desc) + 63) & ~63ull;
+}
+
+struct virtq_resubmit {
+	uint64_t counter;
+	uint16_t head;
+};
+
+/* One queue's tracking state; the transport points virtq.inflight at it. */
+struct virtq_inflight {
+	/* --- filled in by the transport --- */
+	struct virtq_inflight_region *region;	/* shared, untrusted: every
+						 * index read back is checked */
+	struct virtq_resubmit *resubmit;	/* room for size entries */
+	/* --- private to ring.c --- */
+	uint64_t counter;	/* next pop order */
+	uint16_t nresubmit;	/* heads to pop again after a restart... */
+	uint16_t next_resubmit;	/* ...and how many of them were popped */
+};
+
 /* One queue. The transport (virtio-pci, vhost-user) fills in the fields of
  * the first block, calls virtq_init(), then hands the queue to the device's
  * queue_start. From then on only the device's queue thread touches it until
@@ -51,6 +99,7 @@ struct virtq {
 	uint16_t last_avail;	/* next avail entry to pop (vhost-user
 				 * SET/GET_VRING_BASE); the used index starts
 				 * from the used ring's current idx */
+	struct virtq_inflight *inflight;	/* NULL: no tracking (iovm run) */
 
 	/* --- private to ring.c --- */
 	struct virtq_desc *desc;
@@ -76,8 +125,19 @@ struct virtq_elem {
 
 /* Maps the rings after the transport set their addresses. Returns 0, or
  * -EINVAL when a ring lies outside guest RAM, is misaligned, or the size is
- * not a power of two. */
+ * not a power of two.
+ * With inflight tracking, a region never used before is initialised; one
+ * that a previous back-end used says what it had popped and not pushed:
+ * last_avail becomes the used index plus that count, and those chains are
+ * popped again first, in their original order (virtq_inflight_pending
+ * tells how many). -EINVAL when the region does not fit the queue. */
 int virtq_init(struct virtq *vq);
+
+/* Chains recovered from the inflight region and not yet popped again. */
+static inline unsigned int virtq_inflight_pending(const struct virtq *vq)
+{
+	return vq->inflight ? vq->inflight->nresubmit - vq->inflight->next_resubmit : 0;
+}
 
 /* For a ring the driver has just set up (virtio-pci queue enable, after
  * virtq_init): the used index starts at 0 (virtio 1.x, 2.7.8), whatever the

@@ -134,10 +134,12 @@ static uint64_t uva(struct env *e, uint64_t gpa)
 
 /* A session as QEMU opens one: features, memory, vring 0 from base, kicks
  * on the test's eventfd kick (SCM_RIGHTS passes the same eventfd object). */
-static void start_session(struct env *e, uint16_t base, int kick)
+static void start_session_inflight(struct env *e, uint16_t base, int kick,
+				   int inflight_fd)
 {
 	uint64_t f, pf = (1ull << VHU_PF_REPLY_ACK) | (1ull << VHU_PF_CONFIG) |
-			 (1ull << VHU_PF_MQ);
+			 (1ull << VHU_PF_MQ) |
+			 (inflight_fd >= 0 ? 1ull << VHU_PF_INFLIGHT_SHMFD : 0);
 	struct vhu_mem_table t = { .nregions = 1 };
 	struct vhu_vring_state st = { 0, QSIZE };
 	struct vhu_vring_addr a = { 0, 0, uva(e, DESC), uva(e, USED), uva(e, AVAIL), 0 };
@@ -154,6 +156,13 @@ static void start_session(struct env *e, uint16_t base, int kick)
 	t.r[0] = (struct vhu_region){ 0, RAM_SIZE, uva(e, 0), 0 };
 	assert_int_equal(send_ack(e->cfd, VHU_SET_MEM_TABLE, &t,
 				  VHU_MEM_TABLE_HDR_SIZE + sizeof(t.r[0]), &e->ram_fd, 1), 0);
+	if (inflight_fd >= 0) {
+		/* As QEMU's vhost-user-blk does at every start. */
+		struct vhu_inflight in = { virtq_inflight_region_size(QSIZE), 0, 1, QSIZE };
+
+		assert_int_equal(send_ack(e->cfd, VHU_SET_INFLIGHT_FD, &in, sizeof(in),
+					  &inflight_fd, 1), 0);
+	}
 	assert_int_equal(send_ack(e->cfd, VHU_SET_VRING_NUM, &st, 8, NULL, 0), 0);
 	assert_int_equal(send_ack(e->cfd, VHU_SET_VRING_ADDR, &a, sizeof(a), NULL, 0), 0);
 	st.num = base;
@@ -163,6 +172,11 @@ static void start_session(struct env *e, uint16_t base, int kick)
 	st.num = 1;
 	assert_int_equal(send_ack(e->cfd, VHU_SET_VRING_ENABLE, &st, 8, NULL, 0), 0);
 	close(call);
+}
+
+static void start_session(struct env *e, uint16_t base, int kick)
+{
+	start_session_inflight(e, base, kick, -1);
 }
 
 static volatile uint16_t *used_idx(struct env *e)
@@ -412,12 +426,172 @@ static void test_client_truncates_ram(void **state)
 	close(kick);
 }
 
+static void read_disk(struct env *e, unsigned int s, uint8_t *buf)
+{
+	FILE *f = fopen(e->path, "rb");
+
+	assert_non_null(f);
+	assert_int_equal(fseek(f, s * 4096, SEEK_SET), 0);
+	assert_int_equal(fread(buf, 1, 4096, f), 4096);
+	fclose(f);
+}
+
+/* INFLIGHT_SHMFD: the back-end hands out the buffer (GET_INFLIGHT_FD) and
+ * keeps it up to date; a new back-end given a buffer that a dead one left
+ * (the state is written here by hand: four writes popped, the second and
+ * fourth completed out of order, then the crash) runs the first and third
+ * again, and not the fourth: QEMU restarts the ring at the used index (2),
+ * where the avail ring still holds the third and fourth. */
+static void test_inflight_resubmission(void **state)
+{
+	struct env *e = *state;
+	struct vhu_inflight in = { 0, 0, 1, QSIZE };
+	struct virtq_inflight_region *r;
+	volatile uint32_t *used;
+	int kick = eventfd(0, EFD_CLOEXEC), ifd, n;
+	uint16_t base = *used_idx(e), head[4];
+	uint8_t want[4096], buf[4096];
+
+	/* GET_INFLIGHT_FD: a sealed memfd, zeroed (no queue used yet). */
+	connect_client(e);
+	{
+		uint64_t pf = (1ull << VHU_PF_REPLY_ACK) | (1ull << VHU_PF_INFLIGHT_SHMFD);
+
+		assert_true(get_u64(e->cfd, VHU_GET_PROTOCOL_FEATURES) &
+			    (1ull << VHU_PF_INFLIGHT_SHMFD));
+		send_req(e->cfd, VHU_SET_PROTOCOL_FEATURES, &pf, 8);
+	}
+	send_req(e->cfd, VHU_GET_INFLIGHT_FD, &in, sizeof(in));
+	assert_int_equal(recv_reply_fd(e->cfd, VHU_GET_INFLIGHT_FD, &in, sizeof(in), &ifd),
+			 sizeof(in));
+	assert_true(ifd >= 0);
+	assert_true(in.mmap_size >= virtq_inflight_region_size(QSIZE));
+	assert_int_equal(in.num_queues, 1);
+	assert_int_equal(in.queue_size, QSIZE);
+	assert_true(fcntl(ifd, F_GET_SEALS) & F_SEAL_SHRINK);
+	r = mmap(NULL, in.mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED, ifd, in.mmap_offset);
+	assert_true(r != MAP_FAILED);
+	assert_int_equal(r->version, 0);
+	assert_int_equal(hang_up(e), 0);
+
+	/* A session with tracking: the region is set up and kept. */
+	e->avail_idx = base;
+	start_session_inflight(e, base, kick, ifd);
+	fill(e->ram + DATA, 0, 4);
+	queue_req(e, 0, VIRTIO_BLK_T_OUT);
+	publish(e, kick);
+	wait_used(e, base + 1);
+	assert_int_equal(r->version, VIRTQ_INFLIGHT_VERSION);
+	assert_int_equal(r->desc_num, QSIZE);
+	assert_int_equal(r->used_idx, (uint16_t)(base + 1));
+	assert_int_equal(r->desc[0].inflight, 0);
+	assert_int_equal(hang_up(e), 0);
+	base++;
+
+	/* What a back-end killed mid-I/O leaves: writes 0-3 available and
+	 * popped; 1 and 3 done (on disk, in the used ring), 0 and 2 not. */
+	for (unsigned int s = 0; s < 4; s++) {
+		fill(e->ram + DATA + s * 4096, s, 5);
+		queue_req(e, s, VIRTIO_BLK_T_OUT);
+		head[s] = s * 3;
+	}
+	__atomic_store_n((volatile uint16_t *)(e->ram + AVAIL) + 1, e->avail_idx,
+			 __ATOMIC_RELEASE);
+	used = (volatile uint32_t *)(e->ram + USED + 4);
+	n = 0;
+	for (unsigned int s = 1; s < 4; s += 2) {
+		int fd = open(e->path, O_WRONLY);
+
+		fill(want, s, 6);	/* what the dead back-end wrote: not gen 5 */
+		assert_int_equal(pwrite(fd, want, 4096, s * 4096), 4096);
+		close(fd);
+		e->ram[STATUS + s] = VIRTIO_BLK_S_OK;
+		used[2 * ((base + n) % QSIZE)] = head[s];
+		used[2 * ((base + n) % QSIZE) + 1] = 1;
+		n++;
+		r->desc[head[s]].inflight = 0;
+	}
+	r->desc[head[0]].inflight = 1;
+	r->desc[head[0]].counter = 40;
+	r->desc[head[2]].inflight = 1;
+	r->desc[head[2]].counter = 41;
+	r->last_batch_head = head[3];
+	r->used_idx = base + 2;
+	__atomic_store_n(used_idx(e), (uint16_t)(base + 2), __ATOMIC_RELEASE);
+
+	/* The new back-end: QEMU sends the used index as the base. */
+	start_session_inflight(e, base + 2, kick, ifd);
+	wait_used(e, base + 4);
+	assert_int_equal(used[2 * ((base + 2) % QSIZE)], head[0]);
+	assert_int_equal(used[2 * ((base + 3) % QSIZE)], head[2]);
+	/* Nothing more: the fourth was not run again. */
+	usleep(20000);
+	assert_int_equal(*used_idx(e), (uint16_t)(base + 4));
+	for (unsigned int s = 0; s < 4; s++) {
+		assert_int_equal(e->ram[STATUS + s], VIRTIO_BLK_S_OK);
+		fill(want, s, s % 2 ? 6 : 5);
+		read_disk(e, s, buf);
+		assert_memory_equal(buf, want, 4096);
+	}
+	for (unsigned int i = 0; i < QSIZE; i++)
+		assert_int_equal(r->desc[i].inflight, 0);
+	assert_int_equal(r->used_idx, (uint16_t)(base + 4));
+	assert_int_equal(hang_up(e), 0);
+	munmap(r, in.mmap_size);
+	close(ifd);
+	close(kick);
+}
+
+/* Hostile inflight messages drop the client: a buffer that is not a
+ * sealed memfd, one too small for the queues it claims, more queues than
+ * the device has. */
+static void test_inflight_hostile(void **state)
+{
+	struct env *e = *state;
+	uint64_t pf = (1ull << VHU_PF_REPLY_ACK) | (1ull << VHU_PF_INFLIGHT_SHMFD);
+	struct vhu_inflight in = { virtq_inflight_region_size(QSIZE), 0, 1, QSIZE };
+	int fd = memfd_create("x", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	assert_int_equal(ftruncate(fd, 4096), 0);
+	/* unsealed */
+	connect_client(e);
+	send_req(e->cfd, VHU_SET_PROTOCOL_FEATURES, &pf, 8);
+	send_msg(e->cfd, VHU_SET_INFLIGHT_FD, VHU_VERSION, &in, sizeof(in), &fd, 1);
+	assert_true(hung_up(e->cfd));
+	assert_true(hang_up(e) < 0);
+	assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+	/* too small for its claim */
+	in.mmap_size = 4096;
+	in.queue_size = 256;
+	connect_client(e);
+	send_req(e->cfd, VHU_SET_PROTOCOL_FEATURES, &pf, 8);
+	send_msg(e->cfd, VHU_SET_INFLIGHT_FD, VHU_VERSION, &in, sizeof(in), &fd, 1);
+	assert_true(hung_up(e->cfd));
+	assert_true(hang_up(e) < 0);
+	/* more queues than the device; and GET without the feature */
+	in.queue_size = QSIZE;
+	in.num_queues = 9;
+	connect_client(e);
+	send_req(e->cfd, VHU_SET_PROTOCOL_FEATURES, &pf, 8);
+	send_req(e->cfd, VHU_GET_INFLIGHT_FD, &in, sizeof(in));
+	assert_true(hung_up(e->cfd));
+	assert_true(hang_up(e) < 0);
+	in.num_queues = 1;
+	connect_client(e);
+	send_req(e->cfd, VHU_GET_INFLIGHT_FD, &in, sizeof(in));
+	assert_true(hung_up(e->cfd));
+	assert_true(hang_up(e) < 0);
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_config_and_io),
 		cmocka_unit_test(test_hangup_with_writes_in_flight),
 		cmocka_unit_test(test_client_truncates_ram),
+		cmocka_unit_test(test_inflight_resubmission),
+		cmocka_unit_test(test_inflight_hostile),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

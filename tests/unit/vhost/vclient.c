@@ -62,6 +62,34 @@ int recv_reply(int fd, uint32_t req, void *payload, uint32_t max)
 	return h.size;
 }
 
+int recv_reply_fd(int fd, uint32_t req, void *payload, uint32_t max, int *rfd)
+{
+	struct vhu_hdr h;
+	struct iovec iov = { &h, sizeof(h) };
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf) };
+	struct cmsghdr *c;
+	ssize_t n = recvmsg(fd, &mh, MSG_WAITALL | MSG_CMSG_CLOEXEC);
+
+	*rfd = -1;
+	if (n == 0)
+		return -1;
+	assert_int_equal(n, sizeof(h));
+	c = CMSG_FIRSTHDR(&mh);
+	if (c && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
+		memcpy(rfd, CMSG_DATA(c), sizeof(int));
+	assert_int_equal(h.request, req);
+	assert_int_equal(h.flags, VHU_VERSION | VHU_FLAG_REPLY);
+	assert_true(h.size <= max);
+	if (h.size)
+		assert_int_equal(recv(fd, payload, h.size, MSG_WAITALL), h.size);
+	return h.size;
+}
+
 uint64_t get_u64(int fd, uint32_t req)
 {
 	uint64_t v = 0;

@@ -11,6 +11,8 @@ void send_msg(int fd, uint32_t req, uint32_t flags, const void *payload,
 void send_req(int fd, uint32_t req, const void *payload, uint32_t size);
 /* Reads one reply to req; returns its payload size, or -1 at end of stream. */
 int recv_reply(int fd, uint32_t req, void *payload, uint32_t max);
+/* The same, also taking the one fd that came with the reply (-1: none). */
+int recv_reply_fd(int fd, uint32_t req, void *payload, uint32_t max, int *rfd);
 uint64_t get_u64(int fd, uint32_t req);
 /* Sends with NEED_REPLY and returns the REPLY_ACK status. */
 uint64_t send_ack(int fd, uint32_t req, const void *payload, uint32_t size,
