@@ -177,9 +177,12 @@ static void iov_window_restore(struct iov_window *w)
 		*w->first = w->first_save;
 }
 
-/* preadv/pwritev over any number of iovecs, until all is moved or EOF. */
+/* preadv2/pwritev2 over any number of iovecs, until all is moved or EOF.
+ * With RWF_NOWAIT in flags, returns -EAGAIN as soon as the kernel would
+ * block (what was moved so far is not reported: the caller starts over);
+ * a file system without RWF_NOWAIT gets plain calls. */
 static ssize_t rw_iov(int fd, bool write, struct iovec *iov, unsigned int n,
-		      uint64_t off)
+		      uint64_t off, int flags)
 {
 	size_t done = 0, skip = 0;	/* skip: bytes done in iov[i] */
 	unsigned int i = 0;
@@ -194,12 +197,18 @@ static ssize_t rw_iov(int fd, bool write, struct iovec *iov, unsigned int n,
 			return done ? (ssize_t)done : -EINVAL;
 		iov[i].iov_base = (uint8_t *)iov[i].iov_base + skip;
 		iov[i].iov_len -= skip;
-		r = write ? pwritev(fd, iov + i, cnt, off + done)
-			  : preadv(fd, iov + i, cnt, off + done);
+		r = write ? pwritev2(fd, iov + i, cnt, off + done, flags)
+			  : preadv2(fd, iov + i, cnt, off + done, flags);
 		iov[i] = save;
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
+			if ((flags & RWF_NOWAIT) && errno == EAGAIN)
+				return -EAGAIN;
+			if ((flags & RWF_NOWAIT) && errno == EOPNOTSUPP) {
+				flags &= ~RWF_NOWAIT;
+				continue;
+			}
 			return done ? (ssize_t)done : -errno;
 		}
 		if (r == 0)
@@ -1389,8 +1398,11 @@ static int h_read(struct op *o)
 			goto out;
 		}
 		iov_window(o->out, o->nout, P9_IOHDRSZ, room, &w);
-		n = rw_iov(ofd, false, w.iov, w.n, off);
+		n = rw_iov(ofd, false, w.iov, w.n, off,
+			   o->req->nowait ? RWF_NOWAIT : 0);
 		iov_window_restore(&w);
+		if (n == -EAGAIN && o->req->nowait)
+			o->req->again = true;
 		if (n < 0) {
 			ret = n;
 			goto out;
@@ -1443,7 +1455,7 @@ static int h_write(struct op *o)
 			goto out;
 		}
 		iov_window(o->in, o->nin, P9_TWRITE_HDRSZ, count, &w);
-		n = rw_iov(atomic_load(&f->ofd), true, w.iov, w.n, off);
+		n = rw_iov(atomic_load(&f->ofd), true, w.iov, w.n, off, 0);
 		iov_window_restore(&w);
 		if (n < 0) {
 			ret = n;
@@ -1956,9 +1968,13 @@ size_t p9_handle(struct p9_session *s, struct p9_req *r, struct iovec *in,
 		err = -EPROTO;
 	memset(&reply, 0, offsetof(struct p9_msg, u));
 	reply.type = m.type + 1;
+	r->again = false;
 	if (!err)
 		err = dispatch(&o);
-	ret = err ? reply_error(&o, tag, err) : reply_send(&o, tag);
+	if (err == -EAGAIN && r->again)
+		ret = 0;	/* to be served again without RWF_NOWAIT */
+	else
+		ret = err ? reply_error(&o, tag, err) : reply_send(&o, tag);
 	if (buf != r->small)
 		free(buf);
 	return ret;
@@ -1972,6 +1988,7 @@ void p9_req_begin(struct p9_session *s, struct p9_req *r,
 	r->tag = P9_NOTAG;
 	r->size = 0;
 	r->type = 0;
+	r->nowait = r->again = false;
 	r->hdr_ok = iov_copy(in, nin, 0, hdr, sizeof(hdr), false) == sizeof(hdr);
 	if (r->hdr_ok) {
 		r->size = p9_get32(hdr);

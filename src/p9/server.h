@@ -58,6 +58,13 @@ struct p9_req {
 	bool hdr_ok;		/* the header was complete */
 	uint16_t tag;
 	bool tracked;		/* counted in the in-flight list */
+	/* Set by the transport after p9_req_begin: a Tread is tried with
+	 * RWF_NOWAIT, and if its data is not all in the page cache
+	 * p9_handle returns 0 with again set, replying nothing, so that
+	 * the transport can serve the request again (nowait cleared) on a
+	 * thread that may block. */
+	bool nowait;
+	bool again;
 	uint8_t small[128];	/* decode buffer for small requests */
 };
 

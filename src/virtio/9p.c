@@ -1,10 +1,16 @@
-/* virtio-9p: a few alike threads share the queue (leader/followers): the
- * one polling the kick eventfd pops request chains, answers quick metadata
- * requests itself and queues those that move data or may wait (read, write,
- * readdir, fsync, ...), which the others serve. Requests are served
- * straight on the chains' iovecs (guest memory) and the replies pushed in
- * completion order. Per-request state is a slot from a pool sized at queue
- * start. */
+/* virtio-9p: a few alike threads share the queue. One at a time owns the
+ * ring: it pops request chains and serves them itself, reads and writes
+ * included, so a request served from the page cache costs no thread
+ * wake-up at all (on a loaded host a cross-CPU wake-up costs more than a
+ * 128 KiB copy). Only requests that wait by nature (fsync, flush) go to the
+ * other threads. So that a request that blocks after all (a read from
+ * disk, a write throttled by writeback) does not hold up the ones behind
+ * it, one idle thread stands by: when the owner has been inside one
+ * request for longer than VIRTIO_9P_STALL_NS, the standby takes the ring
+ * over, and the old owner leaves it once its request is answered.
+ * Requests are served straight on the chains' iovecs (guest memory) and
+ * the replies pushed in completion order. Per-request state is a slot from
+ * a pool sized at queue start. */
 #include <errno.h>
 #include <poll.h>
 #include <sys/resource.h>
@@ -16,6 +22,7 @@
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "p9/proto.h"
 #include "p9/server.h"
 #include "virtio/9p.h"
 #include "virtio/ring.h"
@@ -27,6 +34,16 @@ struct v9p_slot {
 	struct iovec *iov;		/* VIRTIO_9P_MAX_IOV entries */
 };
 
+struct v9p;
+
+/* One serving thread. */
+struct v9p_thread {
+	struct v9p *v;
+	pthread_t id;
+	uint64_t serving_since;		/* atomic: when it began the request
+					 * it serves as owner; 0: none */
+};
+
 struct v9p {
 	struct virtio_dev dev;
 	struct p9_server *srv;
@@ -36,11 +53,17 @@ struct v9p {
 	bool running;
 	bool stop;			/* under lock */
 	bool broken;
-	pthread_t threads[VIRTIO_9P_THREADS];
+	struct v9p_thread threads[VIRTIO_9P_THREADS];
 	unsigned int nthreads;
-	bool polling;			/* a thread owns the kick fd */
-	pthread_mutex_t lock;		/* slots, ready queue, stop */
-	pthread_cond_t cond;		/* idle threads: work or polling */
+	pthread_mutex_t lock;		/* everything below but push_lock */
+	bool owned;			/* a thread owns the ring */
+	unsigned int gen;		/* ownership generation: a takeover
+					 * bumps it, telling the old owner */
+	struct v9p_thread *owner;	/* valid while owned */
+	bool owner_sleeping;		/* the owner waits on the kick fd */
+	bool standby;			/* a thread watches the owner */
+	pthread_cond_t cond;		/* idle threads: work or ownership */
+	pthread_cond_t standby_cond;	/* the standby: the owner woke */
 	pthread_cond_t slot_cond;	/* a slot was freed */
 	pthread_mutex_t push_lock;	/* the used ring */
 	struct v9p_slot *slots;
@@ -48,12 +71,29 @@ struct v9p {
 	unsigned int nslots;
 	struct v9p_slot *free_list;
 	struct v9p_slot *ready_head, *ready_tail;
-	unsigned int inflight;
+	unsigned int inflight;		/* slots taken */
+	unsigned int handed;		/* requests queued or served by the
+					 * other threads */
 };
 
 static struct v9p *to_v9p(struct virtio_dev *dev)
 {
 	return (struct v9p *)dev;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static void wake_all_locked(struct v9p *v)
+{
+	pthread_cond_broadcast(&v->cond);
+	pthread_cond_broadcast(&v->standby_cond);
+	pthread_cond_broadcast(&v->slot_cond);
 }
 
 static void mark_broken(struct v9p *v, const char *why)
@@ -64,52 +104,23 @@ static void mark_broken(struct v9p *v, const char *why)
 		return;
 	}
 	v->broken = true;
+	wake_all_locked(v);
 	pthread_mutex_unlock(&v->lock);
 	pr_guest("virtio-9p: %s; device needs reset", why);
 	if (v->dev.transport.needs_reset)
 		v->dev.transport.needs_reset(&v->dev);
 }
 
-static void slot_release(struct v9p *v, struct v9p_slot *s)
+static void slot_release(struct v9p *v, struct v9p_slot *s, bool handed)
 {
 	pthread_mutex_lock(&v->lock);
 	s->next = v->free_list;
 	v->free_list = s;
-	__atomic_sub_fetch(&v->inflight, 1, __ATOMIC_RELAXED);
+	v->inflight--;
+	if (handed)
+		__atomic_sub_fetch(&v->handed, 1, __ATOMIC_RELAXED);
 	pthread_cond_broadcast(&v->slot_cond);
 	pthread_mutex_unlock(&v->lock);
-}
-
-static void serve(struct v9p *v, struct v9p_slot *s)
-{
-	size_t len = 0;
-
-	if (s->e.in_num)
-		len = p9_handle(v->sess, &s->req, s->iov, s->e.out_num,
-				s->iov + s->e.out_num, s->e.in_num);
-	pthread_mutex_lock(&v->push_lock);
-	virtq_push(v->vq, s->e.head, len);
-	virtq_notify(v->vq);
-	pthread_mutex_unlock(&v->push_lock);
-	/* Delivered: a Tflush waiting on this tag may now answer. */
-	p9_req_end(v->sess, &s->req);
-	slot_release(v, s);
-}
-
-static struct v9p_slot *take_slot(struct v9p *v)
-{
-	struct v9p_slot *s;
-
-	pthread_mutex_lock(&v->lock);
-	while (!v->free_list && !v->stop)
-		pthread_cond_wait(&v->slot_cond, &v->lock);
-	s = v->stop ? NULL : v->free_list;
-	if (s) {
-		v->free_list = s->next;
-		__atomic_add_fetch(&v->inflight, 1, __ATOMIC_RELAXED);
-	}
-	pthread_mutex_unlock(&v->lock);
-	return s;
 }
 
 /* Called with v->lock held. */
@@ -135,90 +146,236 @@ static struct v9p_slot *dequeue_locked(struct v9p *v)
 	return s;
 }
 
-/* The poller's work: pops every available chain, serves quick metadata
- * requests on the spot and queues those that may block. Returns false
- * when the ring broke or the device stops. */
-static bool process_ring(struct v9p *v)
+/* Queues a popped request for the threads that may block. */
+static void hand_off(struct v9p *v, struct v9p_slot *s)
 {
-	for (;;) {
-		virtq_disable_kicks(v->vq);
-		for (;;) {
-			struct v9p_slot *s = take_slot(v);
-			int ret;
+	pthread_mutex_lock(&v->lock);
+	enqueue_locked(v, s);
+	__atomic_add_fetch(&v->handed, 1, __ATOMIC_RELAXED);
+	pthread_cond_signal(&v->cond);
+	pthread_mutex_unlock(&v->lock);
+}
 
-			if (!s)
-				return false;
-			ret = virtq_pop(v->vq, &s->e, s->iov, VIRTIO_9P_MAX_IOV);
-			if (ret <= 0) {
-				slot_release(v, s);
-				if (ret < 0) {
-					mark_broken(v, ret == -ENOBUFS ?
-						    "request with too many segments" :
-						    "malformed descriptor chain");
-					return false;
-				}
-				break;
-			}
-			if (!s->e.in_num)
-				pr_guest("virtio-9p: request without room for a reply");
-			/* Registered in arrival order, for Tflush. */
-			p9_req_begin(v->sess, &s->req, s->iov, s->e.out_num);
-			if (p9_req_may_block(&s->req)) {
-				/* An idle thread starts on it now: the poller
-				 * may go on popping, or wait for a free slot. */
-				pthread_mutex_lock(&v->lock);
-				enqueue_locked(v, s);
-				pthread_cond_signal(&v->cond);
-				pthread_mutex_unlock(&v->lock);
-			} else {
-				serve(v, s);
-			}
+/* handed: s came from the queue (counted in v->handed). */
+static void serve(struct v9p *v, struct v9p_slot *s, bool handed)
+{
+	size_t len = 0;
+
+	if (s->e.in_num)
+		len = p9_handle(v->sess, &s->req, s->iov, s->e.out_num,
+				s->iov + s->e.out_num, s->e.in_num);
+	if (s->req.again) {
+		/* A read the page cache cannot satisfy: the disk would
+		 * block the owner, another thread does it. */
+		s->req.nowait = false;
+		hand_off(v, s);
+		return;
+	}
+	pthread_mutex_lock(&v->push_lock);
+	virtq_push(v->vq, s->e.head, len);
+	virtq_notify(v->vq);
+	pthread_mutex_unlock(&v->push_lock);
+	/* Delivered: a Tflush waiting on this tag may now answer. */
+	p9_req_end(v->sess, &s->req);
+	slot_release(v, s, handed);
+}
+
+/* A free slot for the owner of generation gen; NULL when the device stops
+ * or breaks, or another thread took the ring over. */
+static struct v9p_slot *take_slot(struct v9p *v, unsigned int gen)
+{
+	struct v9p_slot *s = NULL;
+
+	pthread_mutex_lock(&v->lock);
+	while (!v->free_list && !v->stop && !v->broken && v->gen == gen)
+		pthread_cond_wait(&v->slot_cond, &v->lock);
+	if (!v->stop && !v->broken && v->gen == gen) {
+		s = v->free_list;
+		v->free_list = s->next;
+		v->inflight++;
+	}
+	pthread_mutex_unlock(&v->lock);
+	return s;
+}
+
+/* Requests that wait by nature, for the disk (fsync) or for other
+ * requests (flush): served by the other threads, never by the owner. */
+static bool waits(const struct p9_req *r)
+{
+	return r->hdr_ok && (r->type == P9_TFSYNC || r->type == P9_TFLUSH);
+}
+
+enum ring_state { RING_EMPTY, RING_LOST, RING_DOWN };
+
+/* The owner's work: pops every available chain and serves it, kicks
+ * suppressed meanwhile. Returns RING_EMPTY with the ring drained and kicks
+ * still suppressed, RING_LOST when the standby took the ring over (the
+ * ring is not touched again), RING_DOWN when the ring broke or the device
+ * stops. */
+static enum ring_state process_ring(struct v9p_thread *t, unsigned int gen)
+{
+	struct v9p *v = t->v;
+
+	virtq_disable_kicks(v->vq);
+	for (;;) {
+		struct v9p_slot *s = take_slot(v, gen);
+		int ret;
+
+		if (!s) {
+			bool lost;
+
+			pthread_mutex_lock(&v->lock);
+			lost = v->gen != gen && !v->stop && !v->broken;
+			pthread_mutex_unlock(&v->lock);
+			return lost ? RING_LOST : RING_DOWN;
 		}
-		if (!virtq_enable_kicks(v->vq))
-			return true;
+		ret = virtq_pop(v->vq, &s->e, s->iov, VIRTIO_9P_MAX_IOV);
+		if (ret <= 0) {
+			slot_release(v, s, false);
+			if (ret < 0) {
+				mark_broken(v, ret == -ENOBUFS ?
+					    "request with too many segments" :
+					    "malformed descriptor chain");
+				return RING_DOWN;
+			}
+			return RING_EMPTY;
+		}
+		if (!s->e.in_num)
+			pr_guest("virtio-9p: request without room for a reply");
+		/* Registered in arrival order, for Tflush. */
+		p9_req_begin(v->sess, &s->req, s->iov, s->e.out_num);
+		if (waits(&s->req)) {
+			hand_off(v, s);
+			continue;
+		}
+		s->req.nowait = true;
+		/* The release store pairs with the standby's acquire load:
+		 * a takeover sees the ring as this pop left it. */
+		__atomic_store_n(&t->serving_since, now_ns(), __ATOMIC_RELEASE);
+		serve(v, s, false);
+		__atomic_store_n(&t->serving_since, 0, __ATOMIC_RELEASE);
 	}
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
-/* Waits for a kick (or a stop, which also writes the kick eventfd). A
- * driver that got its last reply usually sends its next request within
- * microseconds: when nothing is in flight, watching the ring for a short
- * while first saves a thread wake-up per request on that path (as QEMU's
- * adaptive iothread polling does). With requests in flight the CPU is
- * left to the threads serving them. */
-static void wait_kick(struct v9p *v)
+/* Waits for a request with the ring drained. A driver that got its last
+ * reply usually sends its next request within microseconds: watching the
+ * ring for a short while, kicks still suppressed, saves the driver its
+ * notification (a VM exit) and us a wake-up, as QEMU's adaptive iothread
+ * polling does. Not while handed-off requests are being served: the CPU is
+ * theirs. Then kicks are re-armed and the thread sleeps on the kick fd.
+ * Returns false when the device stops. */
+static bool wait_kick(struct v9p *v, unsigned int gen)
 {
 	struct pollfd pfd = { .fd = v->vq->kick_fd, .events = POLLIN };
 	uint64_t cnt, until = now_ns() + VIRTIO_9P_POLL_NS;
+	unsigned int spins = 0;
 
-	while (!__atomic_load_n(&v->inflight, __ATOMIC_RELAXED) &&
-	       now_ns() < until) {
-		if (virtq_avail_count(v->vq) || __atomic_load_n(&v->stop, __ATOMIC_RELAXED))
-			return;
+	while (!__atomic_load_n(&v->handed, __ATOMIC_RELAXED)) {
+		if (virtq_avail_count(v->vq))
+			return true;
+		if (__atomic_load_n(&v->stop, __ATOMIC_RELAXED))
+			return false;
+		/* the clock is read every few rounds only: it costs more
+		 * than a look at the ring */
+		if (!(++spins & 15) && now_ns() >= until)
+			break;
 		__builtin_ia32_pause();
 	}
+	if (virtq_enable_kicks(v->vq))
+		return true;
+	pthread_mutex_lock(&v->lock);
+	if (v->gen == gen)
+		v->owner_sleeping = true;
+	pthread_mutex_unlock(&v->lock);
 	if (poll(&pfd, 1, -1) > 0 && read(v->vq->kick_fd, &cnt, sizeof(cnt)) < 0) {
-		/* EAGAIN: another reader took it; the ring is looked at
+		/* EAGAIN: nobody else reads it, but the ring is looked at
 		 * anyway */
 	}
+	pthread_mutex_lock(&v->lock);
+	if (v->gen == gen)
+		v->owner_sleeping = false;
+	/* The standby sleeps untimed while the owner sleeps: it has to
+	 * watch again. */
+	if (v->standby)
+		pthread_cond_signal(&v->standby_cond);
+	pthread_mutex_unlock(&v->lock);
+	return true;
 }
 
-/* Every thread is alike (leader/followers): one at a time is the poller,
- * waiting on the kick eventfd and popping; it serves metadata itself. When
- * it has queued requests that may block, it hands the poller role to an
- * idle thread and serves one of them, so a data request costs a single
- * thread wake-up on its way, and a getattr arriving meanwhile is still
- * popped and answered by the new poller. */
+/* Owns the ring (generation gen) until it is lost, broken or stopped.
+ * Called and returns with v->lock not held. */
+static void own_ring(struct v9p_thread *t, unsigned int gen)
+{
+	struct v9p *v = t->v;
+	enum ring_state st;
+
+	while ((st = process_ring(t, gen)) == RING_EMPTY) {
+		if (!wait_kick(v, gen)) {
+			st = RING_DOWN;
+			break;
+		}
+	}
+	if (st == RING_LOST)
+		return;
+	pthread_mutex_lock(&v->lock);
+	if (v->gen == gen)
+		v->owned = false;
+	wake_all_locked(v);
+	pthread_mutex_unlock(&v->lock);
+}
+
+/* The standby: while the owner is busy, looks every VIRTIO_9P_STALL_NS
+ * whether it has been inside one request for that long, and takes the
+ * ring over if so. Called with v->lock held; returns with it held, when
+ * there is other work (queued requests, no owner, a stop) or after a
+ * takeover ended. */
+static void stand_by(struct v9p_thread *t)
+{
+	struct v9p *v = t->v;
+
+	v->standby = true;
+	while (!v->stop && !v->broken && v->owned && !v->ready_head) {
+		uint64_t since = __atomic_load_n(&v->owner->serving_since,
+						 __ATOMIC_ACQUIRE);
+		uint64_t now = now_ns(), wake;
+		struct timespec ts;
+
+		if (since && now - since >= VIRTIO_9P_STALL_NS) {
+			unsigned int gen = ++v->gen;
+
+			v->owner = t;
+			v->owner_sleeping = false;
+			v->standby = false;
+			/* an idle thread stands by in turn */
+			pthread_cond_signal(&v->cond);
+			pthread_mutex_unlock(&v->lock);
+			own_ring(t, gen);
+			pthread_mutex_lock(&v->lock);
+			return;
+		}
+		if (v->owner_sleeping) {
+			pthread_cond_wait(&v->standby_cond, &v->lock);
+			continue;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		wake = (since ? since : now) + VIRTIO_9P_STALL_NS - now;
+		ts.tv_sec += wake / 1000000000ull;
+		ts.tv_nsec += wake % 1000000000ull;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&v->standby_cond, &v->lock, &ts);
+	}
+	v->standby = false;
+}
+
+/* Every thread is alike: it serves queued requests, else owns the ring if
+ * nobody does, else stands by if nobody does, else sleeps. */
 static void *v9p_thread(void *arg)
 {
-	struct v9p *v = arg;
+	struct v9p_thread *t = arg;
+	struct v9p *v = t->v;
 
 	pthread_setname_np(pthread_self(), "iovm-9p");
 	pthread_mutex_lock(&v->lock);
@@ -227,39 +384,28 @@ static void *v9p_thread(void *arg)
 
 		if (s) {
 			pthread_mutex_unlock(&v->lock);
-			serve(v, s);
+			serve(v, s, true);
 			pthread_mutex_lock(&v->lock);
 			continue;
 		}
 		if (v->stop)
 			break;
-		if (v->polling || v->broken) {
+		if (v->broken) {
 			pthread_cond_wait(&v->cond, &v->lock);
-			continue;
-		}
-		v->polling = true;
-		pthread_mutex_unlock(&v->lock);
-		if (!process_ring(v)) {
-			/* broken or stopping: only a stop ends the wait */
+		} else if (!v->owned) {
+			unsigned int gen = ++v->gen;
+
+			v->owned = true;
+			v->owner = t;
+			v->owner_sleeping = false;
+			pthread_mutex_unlock(&v->lock);
+			own_ring(t, gen);
 			pthread_mutex_lock(&v->lock);
-			v->polling = false;
-			pthread_cond_broadcast(&v->cond);
-			while (!v->stop && !v->ready_head)
-				pthread_cond_wait(&v->cond, &v->lock);
-			continue;
+		} else if (!v->standby) {
+			stand_by(t);
+		} else {
+			pthread_cond_wait(&v->cond, &v->lock);
 		}
-		pthread_mutex_lock(&v->lock);
-		if (v->ready_head) {
-			/* Serve one queued request here; another thread
-			 * takes over polling and the rest of the queue. */
-			v->polling = false;
-			pthread_cond_signal(&v->cond);
-			continue;
-		}
-		pthread_mutex_unlock(&v->lock);
-		wait_kick(v);
-		pthread_mutex_lock(&v->lock);
-		v->polling = false;
 	}
 	pthread_mutex_unlock(&v->lock);
 	return NULL;
@@ -301,13 +447,17 @@ static int v9p_queue_start(struct virtio_dev *dev, unsigned int index,
 		v->free_list = &v->slots[i];
 	}
 	v->ready_head = v->ready_tail = NULL;
-	v->inflight = 0;
+	v->inflight = v->handed = 0;
 	v->vq = vq;
 	v->stop = v->broken = false;
-	v->polling = false;
+	v->owned = v->standby = v->owner_sleeping = false;
+	v->owner = NULL;
 	for (v->nthreads = 0; v->nthreads < VIRTIO_9P_THREADS; v->nthreads++) {
-		ret = pthread_create(&v->threads[v->nthreads], NULL,
-				     v9p_thread, v);
+		struct v9p_thread *t = &v->threads[v->nthreads];
+
+		t->v = v;
+		t->serving_since = 0;
+		ret = pthread_create(&t->id, NULL, v9p_thread, t);
 		if (ret)
 			break;
 	}
@@ -315,11 +465,10 @@ static int v9p_queue_start(struct virtio_dev *dev, unsigned int index,
 	if (ret) {
 		pthread_mutex_lock(&v->lock);
 		__atomic_store_n(&v->stop, true, __ATOMIC_RELAXED);
-		pthread_cond_broadcast(&v->cond);
-		pthread_cond_broadcast(&v->slot_cond);
+		wake_all_locked(v);
 		pthread_mutex_unlock(&v->lock);
 		for (unsigned int i = 0; i < v->nthreads; i++)
-			pthread_join(v->threads[i], NULL);
+			pthread_join(v->threads[i].id, NULL);
 		free_pool(v);
 		p9_session_free(v->sess);
 		v->sess = NULL;
@@ -341,13 +490,12 @@ static void v9p_queue_stop(struct virtio_dev *dev, unsigned int index)
 	while (v->inflight)
 		pthread_cond_wait(&v->slot_cond, &v->lock);
 	__atomic_store_n(&v->stop, true, __ATOMIC_RELAXED);
-	pthread_cond_broadcast(&v->cond);
-	pthread_cond_broadcast(&v->slot_cond);
+	wake_all_locked(v);
 	pthread_mutex_unlock(&v->lock);
 	if (write(v->vq->kick_fd, &one, sizeof(one)) < 0)
 		pr_warn("virtio-9p: waking the queue thread: %s", strerror(errno));
 	for (unsigned int i = 0; i < v->nthreads; i++)
-		pthread_join(v->threads[i], NULL);
+		pthread_join(v->threads[i].id, NULL);
 	free_pool(v);
 	/* A reset ends the mount: its fids go with it. */
 	p9_session_free(v->sess);
@@ -385,6 +533,7 @@ static void v9p_destroy(struct virtio_dev *dev)
 	pthread_mutex_destroy(&v->lock);
 	pthread_cond_destroy(&v->cond);
 	pthread_cond_destroy(&v->slot_cond);
+	pthread_cond_destroy(&v->standby_cond);
 	pthread_mutex_destroy(&v->push_lock);
 	free(v->config);
 	free(v);
@@ -405,6 +554,7 @@ struct virtio_dev *virtio_9p_create(const struct share_cfg *cfg, char *err,
 	struct p9_server_cfg scfg = { .path = cfg->path, .ro = cfg->ro,
 				      .msize = cfg->msize };
 	size_t tl = cfg->tag ? strlen(cfg->tag) : 0;
+	pthread_condattr_t ca;
 	struct rlimit rl;
 	struct v9p *v;
 
@@ -443,6 +593,11 @@ struct virtio_dev *virtio_9p_create(const struct share_cfg *cfg, char *err,
 	pthread_mutex_init(&v->lock, NULL);
 	pthread_cond_init(&v->cond, NULL);
 	pthread_cond_init(&v->slot_cond, NULL);
+	/* the standby's deadlines are on the monotonic clock */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&v->standby_cond, &ca);
+	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&v->push_lock, NULL);
 	v->dev.name = "virtio-9p";
 	v->dev.device_id = VIRTIO_ID_9P;

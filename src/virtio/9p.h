@@ -17,9 +17,13 @@
 /* Threads serving one device's requests, so a slow read does not hold up
  * a getattr. */
 #define VIRTIO_9P_THREADS 8
-/* How long the polling thread watches the ring before it sleeps on the
- * kick eventfd. */
+/* How long the thread owning the ring watches it (guest kicks suppressed)
+ * before it sleeps on the kick eventfd. */
 #define VIRTIO_9P_POLL_NS 50000
+/* How long the owner may spend in one request before the standby thread
+ * takes the ring over; also the standby's check interval while the owner
+ * is busy (one wake-up per interval, not per request). */
+#define VIRTIO_9P_STALL_NS 2000000
 
 /* Opens the share (cfg->tag is the mount tag) and creates the device. On
  * error returns NULL with a one-line message in err. */
