@@ -12,6 +12,7 @@
  * the replies pushed in completion order. Per-request state is a slot from
  * a pool sized at queue start. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <pthread.h>
@@ -40,6 +41,7 @@ struct v9p;
 struct v9p_thread {
 	struct v9p *v;
 	pthread_t id;
+	pid_t tid;
 	uint64_t serving_since;		/* atomic: when it began the request
 					 * it serves as owner; 0: none */
 };
@@ -324,6 +326,30 @@ static void own_ring(struct v9p_thread *t, unsigned int gen)
 	pthread_mutex_unlock(&v->lock);
 }
 
+/* Whether thread tid sleeps (state S or D in /proc): blocked on the disk,
+ * a lock or a peer, rather than running. A request that keeps its thread
+ * running (a long copy) would gain nothing from a second thread on a busy
+ * host, and one more writer would only spin on the file's lock. */
+static bool thread_sleeps(pid_t tid)
+{
+	char path[64], buf[256], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return true;	/* cannot tell: assume the worst */
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return true;
+	buf[n] = 0;
+	/* "tid (comm) S ...": the name may hold ')' */
+	p = strrchr(buf, ')');
+	return !p || !p[1] || !p[2] || p[2] == 'S' || p[2] == 'D';
+}
+
 /* The standby: while the owner is busy, looks every VIRTIO_9P_STALL_NS
  * whether it has been inside one request for that long, and takes the
  * ring over if so. Called with v->lock held; returns with it held, when
@@ -341,7 +367,22 @@ static void stand_by(struct v9p_thread *t)
 		struct timespec ts;
 
 		if (since && now - since >= VIRTIO_9P_STALL_NS) {
-			unsigned int gen = ++v->gen;
+			struct v9p_thread *o = v->owner;
+			unsigned int gen = v->gen;
+			bool sleeps;
+
+			pthread_mutex_unlock(&v->lock);
+			sleeps = thread_sleeps(o->tid);
+			pthread_mutex_lock(&v->lock);
+			if (v->gen != gen || v->stop || v->broken ||
+			    __atomic_load_n(&o->serving_since, __ATOMIC_ACQUIRE) != since)
+				continue;	/* it moved on meanwhile */
+			if (!sleeps) {
+				/* busy on the CPU: look again later */
+				since = now;
+				goto wait;
+			}
+			gen = ++v->gen;
 
 			v->owner = t;
 			v->owner_sleeping = false;
@@ -357,6 +398,7 @@ static void stand_by(struct v9p_thread *t)
 			pthread_cond_wait(&v->standby_cond, &v->lock);
 			continue;
 		}
+wait:
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		wake = (since ? since : now) + VIRTIO_9P_STALL_NS - now;
 		ts.tv_sec += wake / 1000000000ull;
@@ -378,6 +420,7 @@ static void *v9p_thread(void *arg)
 	struct v9p *v = t->v;
 
 	pthread_setname_np(pthread_self(), "iovm-9p");
+	t->tid = gettid();
 	pthread_mutex_lock(&v->lock);
 	for (;;) {
 		struct v9p_slot *s = dequeue_locked(v);
