@@ -38,7 +38,9 @@ serve() {
 	pids="$pids $!"
 	port=
 	for _ in $(seq 50); do
-		port=$(sed -n 's/^listening on tcp:127\.0\.0\.1:\([0-9]*\)$/\1/p' "$work/$1.out")
+		# the background shell may not have created the file yet
+		port=$(sed -n 's/^listening on tcp:127\.0\.0\.1:\([0-9]*\)$/\1/p' \
+			"$work/$1.out" 2>/dev/null || true)
 		[ -n "$port" ] && return 0
 		sleep 0.1
 	done
