@@ -5,7 +5,6 @@
  * pushed in whatever order they arrive. */
 #include <endian.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,9 +12,9 @@
 
 #include "block/backend.h"
 #include "lib/log.h"
-#include "virtio/qwake.h"
 #include "virtio/blk.h"
 #include "virtio/ring.h"
+#include "virtio/vqworker.h"
 
 /* Header, data segments, status, plus a few extra entries for descriptors
  * that cross a guest RAM region boundary. */
@@ -68,20 +67,8 @@ struct merge_group {
 };
 
 struct vblk_queue {
+	struct vqworker w;	/* first: the worker's callbacks get &w */
 	struct vblk *b;
-	unsigned int index;
-	struct virtq *vq;
-	struct blk_queue *bq;
-	pthread_t thread;
-	bool running;
-	bool stop;		/* written by the transport, read by the thread */
-	bool broken;
-	bool need_notify;
-	bool stalled;		/* pool empty: pop again on completion */
-	bool polling;		/* kicks off: pop again on completion */
-	bool kick_armed;
-	struct qwake wake;	/* stop wakeups, never the guest's kick fd */
-	unsigned int inflight;
 	unsigned int pool_size;
 	struct vblk_req *reqs;
 	struct iovec *iovs;
@@ -115,14 +102,9 @@ static struct vblk *to_vblk(struct virtio_dev *dev)
 	return (struct vblk *)dev;
 }
 
-static void mark_broken(struct vblk_queue *q, const char *why)
+static struct vblk_queue *to_queue(struct vqworker *w)
 {
-	if (q->broken)
-		return;
-	q->broken = true;
-	pr_guest("virtio-blk queue %u: %s; device needs reset", q->index, why);
-	if (q->b->dev.transport.needs_reset)
-		q->b->dev.transport.needs_reset(&q->b->dev);
+	return (struct vblk_queue *)w;
 }
 
 static void req_finish(struct vblk_req *r, uint8_t status, uint32_t len)
@@ -130,11 +112,11 @@ static void req_finish(struct vblk_req *r, uint8_t status, uint32_t len)
 	struct vblk_queue *q = r->q;
 
 	*r->status = status;
-	virtq_push(q->vq, r->head, len);
-	q->need_notify = true;
+	virtq_push(q->w.vq, r->head, len);
+	q->w.need_notify = true;
 	r->next = q->free;
 	q->free = r;
-	q->inflight--;
+	q->w.inflight--;
 }
 
 static void req_done(void *tag, int res)
@@ -201,7 +183,7 @@ static int submit_range(struct vblk *b, struct vblk_req *r, struct iovec *iov,
 	if (rg.num_sectors > VIRTIO_BLK_MAX_DISCARD_SECTORS ||
 	    !sectors_ok(&b->be, rg.sector, (uint64_t)rg.num_sectors * 512))
 		return -EINVAL;
-	return blkq_discard(r->q->bq, &b->be, op, rg.sector * 512,
+	return blkq_discard(r->q->w.bq, &b->be, op, rg.sector * 512,
 			    (uint64_t)rg.num_sectors * 512, req_done, r);
 }
 
@@ -227,7 +209,7 @@ static void merge_done(void *tag, int res)
 
 static int submit_one(struct vblk_queue *q, struct vblk_req *r)
 {
-	return blkq_rw(q->bq, &q->b->be,
+	return blkq_rw(q->w.bq, &q->b->be,
 		       r->type == VIRTIO_BLK_T_IN ? BLK_OP_READ : BLK_OP_WRITE,
 		       r->data_iov, r->data_cnt, r->sector * 512, req_done, r);
 }
@@ -262,7 +244,7 @@ static void merge_flush(struct vblk_queue *q)
 		memcpy(m->iov + n, r->data_iov, r->data_cnt * sizeof(*m->iov));
 		n += r->data_cnt;
 	}
-	if (blkq_rw(q->bq, &q->b->be,
+	if (blkq_rw(q->w.bq, &q->b->be,
 		    g->type == VIRTIO_BLK_T_IN ? BLK_OP_READ : BLK_OP_WRITE,
 		    m->iov, n, m->first->sector * 512, merge_done, m))
 		merge_done(m, -EIO);
@@ -283,7 +265,7 @@ static void merge_add(struct vblk_queue *q, struct vblk_req *r, uint64_t bytes)
 		 * the rest of the batch: a host queue fed one request at a
 		 * time while the guest refills keeps the disk busy (random
 		 * writes at depth gained ~20% here). */
-		blkq_submit(q->bq);
+		blkq_submit(q->w.bq);
 	}
 	r->merge_next = NULL;
 	if (!g->nreq) {
@@ -318,11 +300,11 @@ static void req_start(struct vblk_queue *q, struct vblk_req *r,
 		/* No writable byte for the status: nothing to report into. */
 		r->next = q->free;
 		q->free = r;
-		mark_broken(q, "request without a writable status byte");
+		vqworker_mark_broken(&q->w, "request without a writable status byte");
 		return;
 	}
 	r->q = q;
-	q->inflight++;
+	q->w.inflight++;
 	last = &iov[out + in - 1];
 	r->status = (uint8_t *)last->iov_base + last->iov_len - 1;
 	if (!--last->iov_len)
@@ -362,7 +344,7 @@ static void req_start(struct vblk_queue *q, struct vblk_req *r,
 		return;
 	case VIRTIO_BLK_T_FLUSH:
 		r->used_len = 1;
-		if (blkq_flush(q->bq, &b->be, req_done, r))
+		if (blkq_flush(q->w.bq, &b->be, req_done, r))
 			break;
 		return;
 	case VIRTIO_BLK_T_GET_ID: {
@@ -402,169 +384,35 @@ static void req_start(struct vblk_queue *q, struct vblk_req *r,
 	req_finish(r, VIRTIO_BLK_S_IOERR, 1);
 }
 
-/* Pops and starts everything available, with the driver's kicks off: the
- * queue thread turns them back on only when it is about to sleep (see
- * may_sleep). A completion resumes popping when the pool ran empty. */
-static void process_ring(struct vblk_queue *q)
+/* Pops one chain into a free request and starts it. */
+static int vblk_pop(struct vqworker *w)
 {
+	struct vblk_queue *q = to_queue(w);
+	struct vblk_req *r = q->free;
 	struct virtq_elem e;
+	int ret;
 
-	if (q->broken || __atomic_load_n(&q->stop, __ATOMIC_ACQUIRE))
-		return;
-	q->stalled = false;
-	virtq_disable_kicks(q->vq);
-	while (q->free) {
-		struct vblk_req *r = q->free;
-		int ret = virtq_pop(q->vq, &e, r->iov, REQ_MAX_IOV);
+	if (!r)
+		return 0;
+	ret = virtq_pop(w->vq, &e, r->iov, REQ_MAX_IOV);
+	if (ret <= 0)
+		return ret;
+	q->free = r->next;
+	req_start(q, r, &e);
+	return 1;
+}
 
-		if (!ret)
-			break;
-		if (ret < 0) {
-			mark_broken(q, ret == -ENOBUFS ?
-				    "request with too many segments" :
-				    "malformed descriptor chain");
-			break;	/* still send what was popped */
-		}
-		q->free = r->next;
-		req_start(q, r, &e);
-		if (q->broken)
-			break;
-	}
-	if (!q->broken && !q->free)
-		q->stalled = true;
-	q->polling = q->inflight >= VIRTQ_KICKS_OFF_INFLIGHT;
+static void vblk_popped(struct vqworker *w)
+{
 	/* Sent by the thread's next blkq_spin or blkq_reap, in the same
 	 * io_uring_enter that waits for completions. */
-	merge_flush(q);
+	merge_flush(to_queue(w));
 }
 
-/* Before the thread sleeps: with requests in flight deep enough, or the
- * pool empty, a completion will wake it to pop again, and kicks stay off
- * (a kick is a costly exit for the guest). Otherwise kicks go back on,
- * and false means entries arrived meanwhile: pop them instead of sleeping. */
-static bool may_sleep(struct vblk_queue *q)
-{
-	if (q->broken || q->stalled || q->polling ||
-	    __atomic_load_n(&q->stop, __ATOMIC_ACQUIRE))
-		return true;
-	return !virtq_enable_kicks(q->vq);
-}
-
-static void on_kick(void *tag, int res);
-
-static void arm_kick(struct vblk_queue *q)
-{
-	/* A broken queue keeps its watch (and ignores the ring) so the
-	 * thread sleeps until the transport resets the device. */
-	if (__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE) || q->kick_armed)
-		return;
-	if (blkq_poll(q->bq, q->vq->kick_fd, on_kick, q) == 0)
-		q->kick_armed = true;
-}
-
-static void on_kick(void *tag, int res)
-{
-	struct vblk_queue *q = tag;
-	uint64_t v;
-
-	q->kick_armed = false;
-	if (__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE))
-		return;
-	if (read(q->vq->kick_fd, &v, sizeof(v)) < 0) {
-		/* EAGAIN: another reader took it; still look at the ring */
-	}
-	process_ring(q);
-	arm_kick(q);
-}
-
-static bool avail_pending(void *arg)
-{
-	struct vblk_queue *q = arg;
-
-	return virtq_avail_count(q->vq) != 0;
-}
-
-/* The thread busy-polls its io_uring and the avail ring, kicks off, for
- * up to ns: a request then costs the guest no notification exit and this
- * thread no wakeup (QEMU's iothreads poll the same way). Returns true when
- * it popped new requests. */
-static bool spin_ring(struct vblk_queue *q, uint64_t ns)
-{
-	if (q->broken || q->stalled) {
-		blkq_spin(q->bq, ns, NULL, NULL);
-		return false;
-	}
-	virtq_disable_kicks(q->vq);
-	blkq_spin(q->bq, ns, avail_pending, q);
-	if (!avail_pending(q))
-		return false;
-	process_ring(q);
-	return true;
-}
-
-/* How long to spin before sleeping: at low depth a sleep and a wakeup per
- * request cost more than the I/O, so wait there for the completion or the
- * next request; at any depth, right after completions or new requests,
- * wait briefly for the driver to refill the ring (at depth its kicks are
- * off, and a request left in the ring would wait for the next completion). */
-static uint64_t spin_ns(const struct vblk_queue *q, bool busy)
-{
-	if (q->inflight <= BLKQ_SPIN_MAX_INFLIGHT)
-		return BLKQ_SPIN_NS;
-	return busy ? BLKQ_SPIN_REFILL_NS : 0;
-}
-
-static void *queue_thread(void *arg)
-{
-	struct vblk_queue *q = arg;
-	char name[16];
-
-	snprintf(name, sizeof(name), "iovm-blk%u", q->index);
-	pthread_setname_np(pthread_self(), name);
-	process_ring(q);
-	arm_kick(q);
-	blkq_submit(q->bq);
-	for (bool busy = false;;) {
-		bool stop = __atomic_load_n(&q->stop, __ATOMIC_ACQUIRE);
-		uint64_t ns;
-		int ret;
-
-		if (stop && !q->inflight)
-			break;
-		if (!stop && !q->kick_armed && !q->inflight)
-			arm_kick(q);	/* stalled or failed to arm */
-		qwake_arm(&q->wake, q->bq);
-		ns = stop ? 0 : spin_ns(q, busy);
-		busy = ns && spin_ring(q, ns);
-		/* (kicks stay off if a completion ended the spin) */
-		if (!busy && !blkq_spin(q->bq, 0, NULL, NULL) && !may_sleep(q)) {
-			process_ring(q);
-			busy = true;
-		}
-		/* After a pop, reap without sleeping and spin again on what
-		 * was just started. */
-		ret = blkq_reap(q->bq, !busy);
-		busy = busy || ret > 0;
-		if (ret < 0) {
-			pr_err("virtio-blk queue %u: io_uring: %s", q->index,
-			       strerror(-ret));
-			break;
-		}
-		if ((q->stalled && q->free) || q->polling)
-			process_ring(q);
-		if (q->need_notify) {
-			q->need_notify = false;
-			virtq_notify(q->vq);
-		}
-	}
-	if (q->need_notify)
-		virtq_notify(q->vq);
-	/* Whoever takes the ring over next (vhost-user front end, a new
-	 * queue_start) finds the driver's kicks on. */
-	if (!q->broken)
-		virtq_enable_kicks(q->vq);
-	return NULL;
-}
+static const struct vqworker_ops vblk_queue_ops = {
+	.pop = vblk_pop,
+	.popped = vblk_popped,
+};
 
 static int pool_init(struct vblk_queue *q, unsigned int size)
 {
@@ -609,58 +457,34 @@ static int vblk_queue_start(struct virtio_dev *dev, unsigned int index,
 {
 	struct vblk *b = to_vblk(dev);
 	struct vblk_queue *q;
+	char name[16];
 	int ret;
 
 	if (index >= dev->num_queues)
 		return -EINVAL;
 	q = &b->q[index];
-	if (q->running)
+	if (q->w.running)
 		return -EBUSY;
 	ret = pool_init(q, vq->size);
 	if (ret)
 		return ret;
-	q->bq = blkq_create(vq->size);
-	if (!q->bq)
-		return -ENOMEM;
-	q->b = b;
-	q->index = index;
-	q->vq = vq;
-	q->stop = q->broken = q->need_notify = q->stalled = false;
-	q->polling = false;
-	q->kick_armed = false;
-	q->inflight = 0;
-	ret = qwake_open(&q->wake);
-	if (ret) {
-		blkq_destroy(q->bq);
-		q->bq = NULL;
+	ret = vqworker_open(&q->w, index, vq, q->pool_size);
+	if (ret)
 		return ret;
-	}
-	ret = pthread_create(&q->thread, NULL, queue_thread, q);
-	if (ret) {
-		blkq_destroy(q->bq);
-		q->bq = NULL;
-		qwake_close(&q->wake);
-		return -ret;
-	}
-	q->running = true;
-	return 0;
+	snprintf(name, sizeof(name), "iovm-blk%u", index);
+	ret = vqworker_run(&q->w, name);
+	if (ret)
+		vqworker_close(&q->w);
+	return ret;
 }
 
 static void vblk_queue_stop(struct virtio_dev *dev, unsigned int index)
 {
 	struct vblk *b = to_vblk(dev);
-	struct vblk_queue *q;
 
-	if (index >= dev->num_queues || !b->q[index].running)
+	if (index >= dev->num_queues)
 		return;
-	q = &b->q[index];
-	__atomic_store_n(&q->stop, true, __ATOMIC_RELEASE);
-	qwake_signal(&q->wake, "a virtio-blk queue");
-	pthread_join(q->thread, NULL);
-	qwake_close(&q->wake);
-	blkq_destroy(q->bq);
-	q->bq = NULL;
-	q->running = false;
+	vqworker_stop(&b->q[index].w, "a virtio-blk queue");
 }
 
 static void vblk_config_read(struct virtio_dev *dev, uint32_t offset,
@@ -797,6 +621,10 @@ struct virtio_dev *virtio_blk_create(const struct disk_cfg *cfg,
 	b->dev.config_len = VIRTIO_BLK_CFG_LEN;
 	b->dev.host_features = f;
 	b->dev.ops = &vblk_ops;
+	for (unsigned int i = 0; i < VIRTIO_BLK_MAX_QUEUES; i++) {
+		b->q[i].b = b;
+		vqworker_init(&b->q[i].w, &vblk_queue_ops, &b->dev, "virtio-blk");
+	}
 	fill_config(b);
 	return &b->dev;
 }

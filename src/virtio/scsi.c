@@ -15,10 +15,10 @@
 
 #include "block/backend.h"
 #include "lib/log.h"
-#include "virtio/qwake.h"
 #include "scsi/disk.h"
 #include "virtio/ring.h"
 #include "virtio/scsi.h"
+#include "virtio/vqworker.h"
 
 /* Data segments plus the request header and response, plus a few entries
  * for descriptors that cross a guest RAM region boundary. */
@@ -79,20 +79,9 @@ struct vscsi_req {
 };
 
 struct vscsi_queue {
+	struct vqworker w;	/* first: the worker's callbacks get &w; its
+				 * qwake also carries TMF wakeups */
 	struct vscsi *s;
-	unsigned int index;
-	struct virtq *vq;
-	struct blk_queue *bq;
-	pthread_t thread;
-	bool running;
-	bool stop;
-	bool broken;
-	bool need_notify;
-	bool stalled;
-	bool polling;		/* kicks off: pop again on completion */
-	bool kick_armed;
-	struct qwake wake;	/* stop and TMF wakeups, never the guest's kick fd */
-	unsigned int inflight;
 	unsigned int pool_size;
 	struct vscsi_req *reqs;
 	struct iovec *iovs;
@@ -194,7 +183,7 @@ static struct vscsi_req *req_get(struct vscsi_queue *q)
 	size_t sz = sizeof(struct vscsi_req) + 2 * REQ_MAX_IOV * sizeof(struct iovec);
 	struct vscsi_req *r;
 
-	if (q->inflight >= q->pool_size || !virtq_avail_count(q->vq))
+	if (q->w.inflight >= q->pool_size || !virtq_avail_count(q->w.vq))
 		return NULL;
 	r = malloc(sz);
 	if (!r)
@@ -208,11 +197,6 @@ static struct vscsi_req *req_get(struct vscsi_queue *q)
 static void req_put(struct vscsi_queue *q, struct vscsi_req *r)
 {
 	free(r);
-}
-
-static bool pool_empty(struct vscsi_queue *q)
-{
-	return q->inflight >= q->pool_size;
 }
 #else
 static struct vscsi_req *req_get(struct vscsi_queue *q)
@@ -229,23 +213,13 @@ static void req_put(struct vscsi_queue *q, struct vscsi_req *r)
 	r->next = q->free;
 	q->free = r;
 }
-
-static bool pool_empty(struct vscsi_queue *q)
-{
-	return !q->free;
-}
 #endif
 
 /* ---- request queues ---- */
 
-static void mark_broken(struct vscsi_queue *q, const char *why)
+static struct vscsi_queue *to_queue(struct vqworker *w)
 {
-	if (q->broken)
-		return;
-	q->broken = true;
-	pr_guest("virtio-scsi queue %u: %s; device needs reset", q->index, why);
-	if (q->s->dev.transport.needs_reset)
-		q->s->dev.transport.needs_reset(&q->s->dev);
+	return (struct vscsi_queue *)w;
 }
 
 static void tmf_release(struct vscsi_tmf *t, bool req, bool ack)
@@ -264,13 +238,13 @@ static void req_finish(struct vscsi_req *r, uint32_t used)
 {
 	struct vscsi_queue *q = r->q;
 
-	virtq_push(q->vq, r->head, used);
-	q->need_notify = true;
+	virtq_push(q->w.vq, r->head, used);
+	q->w.need_notify = true;
 	if (q->slots[r->head] == r)
 		q->slots[r->head] = NULL;
 	if (r->tmf)
 		tmf_release(r->tmf, true, false);
-	q->inflight--;
+	q->w.inflight--;
 	req_put(q, r);
 }
 
@@ -363,7 +337,7 @@ static void req_start(struct vscsi_queue *q, struct vscsi_req *r,
 	r->out_num = e->out_num;
 	r->in_num = e->in_num;
 	r->tmf = NULL;
-	q->inflight++;
+	q->w.inflight++;
 	if (e->in_len < VIRTIO_SCSI_RESP_HDR) {
 		/* Nowhere to put a response: hand the buffers back. */
 		pr_guest("virtio-scsi: request without room for a response");
@@ -412,7 +386,7 @@ static void req_start(struct vscsi_queue *q, struct vscsi_req *r,
 		r->s.buf_len = 0;
 	}
 	r->s.iov = r->dat;
-	r->s.q = q->bq;
+	r->s.q = q->w.bq;
 	r->s.done = req_done;
 	q->slots[r->head] = r;
 	if (lu)
@@ -444,7 +418,7 @@ static void tmf_scan(struct vscsi_queue *q)
 	if (!t)
 		return;
 	pthread_mutex_lock(&t->lock);
-	for (unsigned int i = 0; i < q->vq->size; i++) {
+	for (unsigned int i = 0; i < q->w.vq->size; i++) {
 		struct vscsi_req *r = q->slots[i];
 
 		if (!r || !tmf_match(t, r))
@@ -460,180 +434,57 @@ static void tmf_scan(struct vscsi_queue *q)
 	tmf_release(t, false, true);
 }
 
-static void notify(struct vscsi_queue *q)
+/* Pops one chain into a free request and starts it. */
+static int vscsi_pop(struct vqworker *w)
 {
-	if (q->need_notify) {
-		q->need_notify = false;
-		virtq_notify(q->vq);
-	}
-}
-
-/* Pops and starts everything available. Kicks stay off while the pool is
- * empty; a completion resumes popping. */
-static void process_ring(struct vscsi_queue *q)
-{
+	struct vscsi_queue *q = to_queue(w);
+	struct vscsi_req *r = req_get(q);
 	struct virtq_elem e;
+	int ret;
 
-	if (q->broken || q->stop)
-		return;
-	q->stalled = false;
-	virtq_disable_kicks(q->vq);
-	while (!pool_empty(q)) {
-		struct vscsi_req *r = req_get(q);
-		int ret;
-
-		if (!r)
-			break;
-		ret = virtq_pop(q->vq, &e, r->iov, REQ_MAX_IOV);
-		if (ret <= 0) {
-			req_put(q, r);
-			if (ret < 0) {
-				mark_broken(q, ret == -ENOBUFS ?
-					    "request with too many segments" :
-					    "malformed descriptor chain");
-				return;
-			}
-			break;
-		}
-		req_start(q, r, &e);
-		/* Each request goes to the disk now rather than with the rest
-		 * of the batch: a host queue fed one request at a time while
-		 * the guest refills keeps the disk busy. */
-		blkq_submit(q->bq);
+	if (!r)
+		return 0;
+	ret = virtq_pop(w->vq, &e, r->iov, REQ_MAX_IOV);
+	if (ret <= 0) {
+		req_put(q, r);
+		return ret;
 	}
-	if (pool_empty(q))
-		q->stalled = true;
-	q->polling = q->inflight >= VIRTQ_KICKS_OFF_INFLIGHT;
-	blkq_submit(q->bq);
-	notify(q);
+	req_start(q, r, &e);
+	/* Each request goes to the disk now rather than with the rest of the
+	 * batch: a host queue fed one request at a time while the guest
+	 * refills keeps the disk busy. */
+	blkq_submit(w->bq);
+	return 1;
 }
 
-/* Before the thread sleeps: with requests in flight deep enough, or the
- * pool empty, a completion will wake it to pop again, and kicks stay off
- * (a kick is a costly exit for the guest). Otherwise kicks go back on, and false
- * means entries arrived meanwhile: pop them instead of sleeping. */
-static bool may_sleep(struct vscsi_queue *q)
+static void vscsi_popped(struct vqworker *w)
 {
-	if (q->broken || q->stalled || q->polling || q->stop)
-		return true;
-	return !virtq_enable_kicks(q->vq);
+	blkq_submit(w->bq);
+	vqworker_notify(w);
 }
 
-static void on_kick(void *tag, int res);
-
-static void arm_kick(struct vscsi_queue *q)
+static void vscsi_scan(struct vqworker *w)
 {
-	if (q->stop || q->kick_armed)
-		return;
-	if (blkq_poll(q->bq, q->vq->kick_fd, on_kick, q) == 0)
-		q->kick_armed = true;
+	tmf_scan(to_queue(w));
 }
 
-static void on_kick(void *tag, int res)
+static void vscsi_exit(struct vqworker *w)
 {
-	struct vscsi_queue *q = tag;
-	uint64_t v;
+	struct vscsi_queue *q = to_queue(w);
 
-	q->kick_armed = false;
-	if (__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE))
-		return;
-	if (read(q->vq->kick_fd, &v, sizeof(v)) < 0) {
-		/* EAGAIN: nothing pending; still look at the ring */
-	}
-	tmf_scan(q);
-	process_ring(q);
-	arm_kick(q);
-}
-
-static bool avail_pending(void *arg)
-{
-	struct vscsi_queue *q = arg;
-
-	return virtq_avail_count(q->vq) != 0;
-}
-
-/* The thread busy-polls its io_uring and the avail ring, kicks off, for
- * up to ns: a request then costs the guest no notification exit and this
- * thread no wakeup. Returns true when it popped new requests. */
-static bool spin_ring(struct vscsi_queue *q, uint64_t ns)
-{
-	if (q->broken || q->stalled) {
-		blkq_spin(q->bq, ns, NULL, NULL);
-		return false;
-	}
-	virtq_disable_kicks(q->vq);
-	blkq_spin(q->bq, ns, avail_pending, q);
-	if (!avail_pending(q))
-		return false;
-	process_ring(q);
-	return true;
-}
-
-/* How long to spin before sleeping: at low depth a sleep and a wakeup per
- * request cost more than the I/O, so wait there for the completion or the
- * next request; at any depth, right after completions or new requests,
- * wait briefly for the driver to refill the ring (at depth its kicks are
- * off, and a request left in the ring would wait for the next completion). */
-static uint64_t spin_ns(const struct vscsi_queue *q, bool busy)
-{
-	if (q->inflight <= BLKQ_SPIN_MAX_INFLIGHT)
-		return BLKQ_SPIN_NS;
-	return busy ? BLKQ_SPIN_REFILL_NS : 0;
-}
-
-static void *queue_thread(void *arg)
-{
-	struct vscsi_queue *q = arg;
-	char name[16];
-
-	snprintf(name, sizeof(name), "iovm-scsi%u", q->index - VIRTIO_SCSI_REQ_Q0);
-	pthread_setname_np(pthread_self(), name);
-	process_ring(q);
-	arm_kick(q);
-	blkq_submit(q->bq);
-	for (bool busy = false;;) {
-		bool stop = __atomic_load_n(&q->stop, __ATOMIC_ACQUIRE);
-		uint64_t ns;
-		int ret;
-
-		if (stop && !q->inflight)
-			break;
-		if (!stop && !q->kick_armed && !q->inflight)
-			arm_kick(q);
-		qwake_arm(&q->wake, q->bq);
-		ns = stop ? 0 : spin_ns(q, busy);
-		busy = ns && spin_ring(q, ns);
-		/* (kicks stay off if a completion ended the spin) */
-		if (!busy && !blkq_spin(q->bq, 0, NULL, NULL) && !may_sleep(q)) {
-			process_ring(q);
-			busy = true;
-		}
-		/* After a pop, reap without sleeping and spin again on what
-		 * was just started. */
-		ret = blkq_reap(q->bq, !busy);
-		busy = busy || ret > 0;
-		if (ret < 0) {
-			pr_err("virtio-scsi queue %u: io_uring: %s", q->index,
-			       strerror(-ret));
-			break;
-		}
-		tmf_scan(q);
-		if ((q->stalled && !pool_empty(q)) || q->polling)
-			process_ring(q);
-		notify(q);
-	}
-	notify(q);
-	/* Whoever takes the ring over next (vhost-user front end, a new
-	 * queue_start) finds the driver's kicks on. */
-	if (!q->broken)
-		virtq_enable_kicks(q->vq);
 	/* A TMF posted meanwhile finds nothing in flight here. */
 	pthread_mutex_lock(&q->mbox_lock);
 	q->alive = false;
 	pthread_mutex_unlock(&q->mbox_lock);
 	tmf_scan(q);
-	return NULL;
 }
+
+static const struct vqworker_ops vscsi_queue_ops = {
+	.pop = vscsi_pop,
+	.popped = vscsi_popped,
+	.scan = vscsi_scan,
+	.exit = vscsi_exit,
+};
 
 static int pool_init(struct vscsi_queue *q, unsigned int size)
 {
@@ -670,61 +521,38 @@ static int pool_init(struct vscsi_queue *q, unsigned int size)
 static int req_queue_start(struct vscsi *s, unsigned int index, struct virtq *vq)
 {
 	struct vscsi_queue *q = &s->q[index - VIRTIO_SCSI_REQ_Q0];
+	char name[16];
 	int ret;
 
-	if (q->running)
+	if (q->w.running)
 		return -EBUSY;
 	ret = pool_init(q, vq->size);
 	if (ret)
 		return ret;
-	q->bq = blkq_create(vq->size);
-	if (!q->bq)
-		return -ENOMEM;
-	q->s = s;
-	q->index = index;
-	q->vq = vq;
-	q->stop = q->broken = q->need_notify = q->stalled = q->polling = false;
-	q->kick_armed = false;
-	q->inflight = 0;
-	ret = qwake_open(&q->wake);
-	if (ret) {
-		blkq_destroy(q->bq);
-		q->bq = NULL;
+	ret = vqworker_open(&q->w, index, vq, q->pool_size);
+	if (ret)
 		return ret;
-	}
 	/* The control thread reads mbox, alive and vq under mbox_lock
 	 * (tmf_run) while this queue starts. */
 	pthread_mutex_lock(&q->mbox_lock);
 	q->mbox = NULL;
 	q->alive = true;
 	pthread_mutex_unlock(&q->mbox_lock);
-	ret = pthread_create(&q->thread, NULL, queue_thread, q);
+	snprintf(name, sizeof(name), "iovm-scsi%u", index - VIRTIO_SCSI_REQ_Q0);
+	ret = vqworker_run(&q->w, name);
 	if (ret) {
 		pthread_mutex_lock(&q->mbox_lock);
 		q->alive = false;
 		pthread_mutex_unlock(&q->mbox_lock);
-		blkq_destroy(q->bq);
-		q->bq = NULL;
-		qwake_close(&q->wake);
-		return -ret;
+		vqworker_close(&q->w);
 	}
-	q->running = true;
-	return 0;
+	return ret;
 }
 
 static void req_queue_stop(struct vscsi *s, unsigned int index)
 {
-	struct vscsi_queue *q = &s->q[index - VIRTIO_SCSI_REQ_Q0];
-
-	if (!q->running)
-		return;
-	__atomic_store_n(&q->stop, true, __ATOMIC_RELEASE);
-	qwake_signal(&q->wake, "a virtio-scsi request queue");
-	pthread_join(q->thread, NULL);
-	qwake_close(&q->wake);
-	blkq_destroy(q->bq);
-	q->bq = NULL;
-	q->running = false;
+	vqworker_stop(&s->q[index - VIRTIO_SCSI_REQ_Q0].w,
+		      "a virtio-scsi request queue");
 }
 
 /* ---- control queue ---- */
@@ -750,7 +578,7 @@ static void tmf_run(struct vscsi *s, struct vscsi_tmf *t)
 			/* Woken under the lock: while alive the thread has
 			 * not exited, so its queue is not stopped and its
 			 * wake fd not closed. */
-			qwake_signal(&q->wake, "a virtio-scsi request queue");
+			qwake_signal(&q->w.wake, "a virtio-scsi request queue");
 		}
 		pthread_mutex_unlock(&q->mbox_lock);
 	}
@@ -1115,8 +943,12 @@ struct virtio_dev *virtio_scsi_create(const struct disk_cfg *const *disks,
 		snprintf(err, errlen, "virtio-scsi: out of memory");
 		return NULL;
 	}
-	for (unsigned int i = 0; i < VIRTIO_SCSI_MAX_QUEUES; i++)
+	for (unsigned int i = 0; i < VIRTIO_SCSI_MAX_QUEUES; i++) {
+		s->q[i].s = s;
+		vqworker_init(&s->q[i].w, &vscsi_queue_ops, &s->dev,
+			      "virtio-scsi");
 		pthread_mutex_init(&s->q[i].mbox_lock, NULL);
+	}
 	for (unsigned int i = 0; i < n; i++) {
 		struct vscsi_lu *lu = &s->lus[i];
 		struct vscsi_target *t = &s->t[target[i]];

@@ -1,0 +1,257 @@
+/* The I/O thread shared by virtio-blk and virtio-scsi request queues: it
+ * waits on the queue's kick eventfd and its io_uring completions in one
+ * io_uring_enter, spins on both before it sleeps, and leaves the driver's
+ * kicks off except right before sleeping. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "block/backend.h"
+#include "lib/log.h"
+#include "virtio/ring.h"
+#include "virtio/virtio.h"
+#include "virtio/vqworker.h"
+
+static bool stopping(const struct vqworker *w)
+{
+	return __atomic_load_n(&w->stop, __ATOMIC_ACQUIRE);
+}
+
+void vqworker_mark_broken(struct vqworker *w, const char *why)
+{
+	if (w->broken)
+		return;
+	w->broken = true;
+	pr_guest("%s queue %u: %s; device needs reset", w->name, w->index, why);
+	if (w->dev->transport.needs_reset)
+		w->dev->transport.needs_reset(w->dev);
+}
+
+void vqworker_notify(struct vqworker *w)
+{
+	if (w->need_notify) {
+		w->need_notify = false;
+		virtq_notify(w->vq);
+	}
+}
+
+/* Pops and starts everything available, with the driver's kicks off: the
+ * queue thread turns them back on only when it is about to sleep (see
+ * may_sleep). A completion resumes popping when the pool ran empty. */
+static void process_ring(struct vqworker *w)
+{
+	if (w->broken || stopping(w))
+		return;
+	w->stalled = false;
+	virtq_disable_kicks(w->vq);
+	while (w->inflight < w->depth) {
+		int ret = w->ops->pop(w);
+
+		if (!ret)
+			break;
+		if (ret < 0) {
+			vqworker_mark_broken(w, ret == -ENOBUFS ?
+					     "request with too many segments" :
+					     "malformed descriptor chain");
+			break;	/* still send what was popped */
+		}
+		if (w->broken)
+			break;
+	}
+	if (!w->broken && w->inflight >= w->depth)
+		w->stalled = true;
+	w->polling = w->inflight >= VIRTQ_KICKS_OFF_INFLIGHT;
+	w->ops->popped(w);
+}
+
+/* Before the thread sleeps: with requests in flight deep enough, or the
+ * pool empty, a completion will wake it to pop again, and kicks stay off
+ * (a kick is a costly exit for the guest). Otherwise kicks go back on,
+ * and false means entries arrived meanwhile: pop them instead of sleeping. */
+static bool may_sleep(struct vqworker *w)
+{
+	if (w->broken || w->stalled || w->polling || stopping(w))
+		return true;
+	return !virtq_enable_kicks(w->vq);
+}
+
+static void on_kick(void *tag, int res);
+
+static void arm_kick(struct vqworker *w)
+{
+	/* A broken queue keeps its watch (and ignores the ring) so the
+	 * thread sleeps until the transport resets the device. */
+	if (stopping(w) || w->kick_armed)
+		return;
+	if (blkq_poll(w->bq, w->vq->kick_fd, on_kick, w) == 0)
+		w->kick_armed = true;
+}
+
+static void on_kick(void *tag, int res)
+{
+	struct vqworker *w = tag;
+	uint64_t v;
+
+	w->kick_armed = false;
+	if (stopping(w))
+		return;
+	if (read(w->vq->kick_fd, &v, sizeof(v)) < 0) {
+		/* EAGAIN: another reader took it; still look at the ring */
+	}
+	if (w->ops->scan)
+		w->ops->scan(w);
+	process_ring(w);
+	arm_kick(w);
+}
+
+static bool avail_pending(void *arg)
+{
+	struct vqworker *w = arg;
+
+	return virtq_avail_count(w->vq) != 0;
+}
+
+/* The thread busy-polls its io_uring and the avail ring, kicks off, for
+ * up to ns: a request then costs the guest no notification exit and this
+ * thread no wakeup (QEMU's iothreads poll the same way). Returns true when
+ * it popped new requests. */
+static bool spin_ring(struct vqworker *w, uint64_t ns)
+{
+	if (w->broken || w->stalled) {
+		blkq_spin(w->bq, ns, NULL, NULL);
+		return false;
+	}
+	virtq_disable_kicks(w->vq);
+	blkq_spin(w->bq, ns, avail_pending, w);
+	if (!avail_pending(w))
+		return false;
+	process_ring(w);
+	return true;
+}
+
+/* How long to spin before sleeping: at low depth a sleep and a wakeup per
+ * request cost more than the I/O, so wait there for the completion or the
+ * next request; at any depth, right after completions or new requests,
+ * wait briefly for the driver to refill the ring (at depth its kicks are
+ * off, and a request left in the ring would wait for the next completion). */
+static uint64_t spin_ns(const struct vqworker *w, bool busy)
+{
+	if (w->inflight <= BLKQ_SPIN_MAX_INFLIGHT)
+		return BLKQ_SPIN_NS;
+	return busy ? BLKQ_SPIN_REFILL_NS : 0;
+}
+
+static void *queue_thread(void *arg)
+{
+	struct vqworker *w = arg;
+
+	pthread_setname_np(pthread_self(), w->thread_name);
+	process_ring(w);
+	arm_kick(w);
+	blkq_submit(w->bq);
+	for (bool busy = false;;) {
+		bool stop = stopping(w);
+		uint64_t ns;
+		int ret;
+
+		if (stop && !w->inflight)
+			break;
+		if (!stop && !w->kick_armed && !w->inflight)
+			arm_kick(w);	/* stalled or failed to arm */
+		qwake_arm(&w->wake, w->bq);
+		ns = stop ? 0 : spin_ns(w, busy);
+		busy = ns && spin_ring(w, ns);
+		/* (kicks stay off if a completion ended the spin) */
+		if (!busy && !blkq_spin(w->bq, 0, NULL, NULL) && !may_sleep(w)) {
+			process_ring(w);
+			busy = true;
+		}
+		/* After a pop, reap without sleeping and spin again on what
+		 * was just started. */
+		ret = blkq_reap(w->bq, !busy);
+		busy = busy || ret > 0;
+		if (ret < 0) {
+			pr_err("%s queue %u: io_uring: %s", w->name, w->index,
+			       strerror(-ret));
+			break;
+		}
+		if (w->ops->scan)
+			w->ops->scan(w);
+		if ((w->stalled && w->inflight < w->depth) || w->polling)
+			process_ring(w);
+		vqworker_notify(w);
+	}
+	vqworker_notify(w);
+	/* Whoever takes the ring over next (vhost-user front end, a new
+	 * queue_start) finds the driver's kicks on. */
+	if (!w->broken)
+		virtq_enable_kicks(w->vq);
+	if (w->ops->exit)
+		w->ops->exit(w);
+	return NULL;
+}
+
+void vqworker_init(struct vqworker *w, const struct vqworker_ops *ops,
+		   struct virtio_dev *dev, const char *name)
+{
+	w->ops = ops;
+	w->dev = dev;
+	w->name = name;
+	w->wake.fd = -1;
+}
+
+int vqworker_open(struct vqworker *w, unsigned int index, struct virtq *vq,
+		  unsigned int depth)
+{
+	int ret;
+
+	w->bq = blkq_create(vq->size);
+	if (!w->bq)
+		return -ENOMEM;
+	w->index = index;
+	w->vq = vq;
+	w->depth = depth;
+	w->stop = w->broken = w->need_notify = w->stalled = false;
+	w->polling = false;
+	w->kick_armed = false;
+	w->inflight = 0;
+	ret = qwake_open(&w->wake);
+	if (ret) {
+		blkq_destroy(w->bq);
+		w->bq = NULL;
+	}
+	return ret;
+}
+
+int vqworker_run(struct vqworker *w, const char *thread_name)
+{
+	int ret;
+
+	snprintf(w->thread_name, sizeof(w->thread_name), "%s", thread_name);
+	ret = pthread_create(&w->thread, NULL, queue_thread, w);
+	if (ret)
+		return -ret;
+	w->running = true;
+	return 0;
+}
+
+void vqworker_close(struct vqworker *w)
+{
+	qwake_close(&w->wake);
+	blkq_destroy(w->bq);
+	w->bq = NULL;
+}
+
+void vqworker_stop(struct vqworker *w, const char *who)
+{
+	if (!w->running)
+		return;
+	__atomic_store_n(&w->stop, true, __ATOMIC_RELEASE);
+	qwake_signal(&w->wake, who);
+	pthread_join(w->thread, NULL);
+	vqworker_close(w);
+	w->running = false;
+}

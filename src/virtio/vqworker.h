@@ -1,0 +1,81 @@
+/* The I/O thread of a virtio request queue whose requests go to a block
+ * queue (virtio-blk, virtio-scsi): one loop for the guest's kicks, the
+ * io_uring completions, the device's own wakeups and the spin before it
+ * sleeps. The device supplies only its request handling (ops). */
+#ifndef IOVM_VIRTIO_VQWORKER_H
+#define IOVM_VIRTIO_VQWORKER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "virtio/qwake.h"
+
+struct blk_queue;
+struct virtio_dev;
+struct virtq;
+struct vqworker;
+
+struct vqworker_ops {
+	/* Pops one chain and starts its request. Called only while the
+	 * device's pool has a free request (inflight < depth). Returns 1 when
+	 * it took a chain, 0 when there is none to take, or virtq_pop's
+	 * negative errno (the worker then marks the queue broken). */
+	int (*pop)(struct vqworker *w);
+	/* After a run of pops: whatever the device holds back for a batch
+	 * (virtio-blk: the merge group being built). */
+	void (*popped)(struct vqworker *w);
+	/* Optional: work other threads post to the queue through the
+	 * device's qwake, done after each reap and on a kick before popping
+	 * (virtio-scsi: task management). */
+	void (*scan)(struct vqworker *w);
+	/* Optional: the thread is about to return, its requests all done. */
+	void (*exit)(struct vqworker *w);
+};
+
+/* Embedded in the device's queue; the device reads vq, bq and the flags
+ * from its callbacks and updates inflight and need_notify. */
+struct vqworker {
+	const struct vqworker_ops *ops;
+	struct virtio_dev *dev;	/* its transport hears of a broken queue */
+	const char *name;	/* the device, in messages */
+	unsigned int index;	/* the queue, in messages */
+	struct virtq *vq;
+	struct blk_queue *bq;
+	unsigned int depth;	/* requests in the device's pool */
+	unsigned int inflight;	/* taken from the pool and not finished */
+	pthread_t thread;
+	bool running;
+	bool stop;		/* written by the transport, read by the thread */
+	bool broken;
+	bool need_notify;
+	bool stalled;		/* pool empty: pop again on completion */
+	bool polling;		/* kicks off: pop again on completion */
+	bool kick_armed;
+	struct qwake wake;	/* the device's wakeups, never the guest's kick fd */
+	char thread_name[16];
+};
+
+/* Once, when the device is created. */
+void vqworker_init(struct vqworker *w, const struct vqworker_ops *ops,
+		   struct virtio_dev *dev, const char *name);
+
+/* Prepares w to serve vq (its block queue, its wakeup, a fresh state);
+ * the device's pool holds depth requests. Returns 0 or -errno. */
+int vqworker_open(struct vqworker *w, unsigned int index, struct virtq *vq,
+		  unsigned int depth);
+/* Starts the thread of an open worker. On failure w stays open (the
+ * caller undoes what it did meanwhile, then vqworker_close). Returns 0 or
+ * -errno. */
+int vqworker_run(struct vqworker *w, const char *thread_name);
+void vqworker_close(struct vqworker *w);
+/* If running: lets in-flight requests finish, joins the thread and closes
+ * w. who names the queue in a warning. */
+void vqworker_stop(struct vqworker *w, const char *who);
+
+/* From the queue's thread: stops serving the ring until the device is
+ * reset, and tells the transport the device needs a reset. */
+void vqworker_mark_broken(struct vqworker *w, const char *why);
+/* From the queue's thread: interrupts the driver if requests completed. */
+void vqworker_notify(struct vqworker *w);
+
+#endif
