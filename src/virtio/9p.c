@@ -3,11 +3,13 @@
  * included, so a request served from the page cache costs no thread
  * wake-up at all (on a loaded host a cross-CPU wake-up costs more than a
  * 128 KiB copy). Only requests that wait by nature (fsync, flush) go to the
- * other threads. So that a request that blocks after all (a read from
- * disk, a write throttled by writeback) does not hold up the ones behind
+ * other threads, and reads the page cache cannot satisfy (tried first with
+ * RWF_NOWAIT). So that a request that blocks after all (a write throttled
+ * by writeback, a slow metadata update) does not hold up the ones behind
  * it, one idle thread stands by: when the owner has been inside one
- * request for longer than VIRTIO_9P_STALL_NS, the standby takes the ring
- * over, and the old owner leaves it once its request is answered.
+ * request for longer than VIRTIO_9P_STALL_NS and is asleep in it, the
+ * standby takes the ring over, and the old owner leaves it once its
+ * request is answered.
  * Requests are served straight on the chains' iovecs (guest memory) and
  * the replies pushed in completion order. Per-request state is a slot from
  * a pool sized at queue start. */

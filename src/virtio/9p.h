@@ -21,8 +21,9 @@
  * before it sleeps on the kick eventfd. */
 #define VIRTIO_9P_POLL_NS 50000
 /* How long the owner may spend in one request before the standby thread
- * takes the ring over; also the standby's check interval while the owner
- * is busy (one wake-up per interval, not per request). */
+ * takes the ring over (if the owner sleeps in it rather than runs); also
+ * the standby's check interval while the owner is busy (one wake-up per
+ * interval, not per request). */
 #define VIRTIO_9P_STALL_NS 2000000
 
 /* Opens the share (cfg->tag is the mount tag) and creates the device. On
