@@ -24,7 +24,10 @@
 "disconnected with one log line naming the problem. The front-end's guest\n"    \
 "RAM must be shareable (QEMU: -object memory-backend-memfd,share=on, or\n"     \
 "memory-backend-file,share=on; a client that truncates that file under iovm\n" \
-"is disconnected).\n"                                                          \
+"is disconnected). If iovm itself dies, the requests it had in flight are\n"   \
+"run again by the next iovm on the same socket, for front-ends that keep the\n" \
+"inflight buffer iovm hands out (QEMU's vhost-user-blk-pci does; add\n"        \
+"reconnect=1 to its -chardev so that it reconnects).\n"                        \
 "\n"                                                                            \
 "Common options:\n"                                                             \
 "  --socket PATH      UNIX socket to listen on. A stale socket at PATH is\n"    \
