@@ -19,9 +19,8 @@
 # build/guest/probe/probe.elf, build/bench/p9-floor; BUILD=dir for another)
 # and qemu-system-x86_64. Not part of the test suite.
 set -eu
+. "$(dirname "$0")/lib.sh"
 
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=${BUILD:-$root/build}
 size=1G
 msizes=8192,131072,512000,4194304
 qd=4
@@ -44,24 +43,10 @@ while [ $# -gt 0 ]; do
 	*) echo "9p.sh: unknown option '$1' (--help)" >&2; exit 2 ;;
 	esac
 done
-tobytes() {
-	case $1 in
-	*[kK]) echo $((${1%?} << 10)) ;;
-	*[mM]) echo $((${1%?} << 20)) ;;
-	*[gG]) echo $((${1%?} << 30)) ;;
-	*[!0-9]* | '') echo "9p.sh: bad size '$1'" >&2; exit 2 ;;
-	*) echo "$1" ;;
-	esac
-}
 bytes=$(tobytes "$size")
 
-iovm=$build/iovm
-probe=$build/guest/probe/probe.elf
 floor=$build/bench/p9-floor
-for f in "$iovm" "$probe" "$floor"; do
-	[ -e "$f" ] || { echo "9p.sh: $f missing: build first (ninja -C build)" >&2; exit 1; }
-done
-qemu=$(command -v qemu-system-x86_64 || true)
+need_built "$iovm" "$probe" "$floor"
 mkdir -p "$dir"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -114,14 +99,7 @@ done
 done
 
 echo
-awk '
-function get(line, key,   n, i, kv) {
-	n = split(line, kv, " ")
-	for (i = 1; i <= n; i++)
-		if (index(kv[i], key "=") == 1)
-			return substr(kv[i], length(key) + 2)
-	return ""
-}
+awk "$awk_lib"'
 {
 	who = $1; m = get($0, "asked"); job = get($0, "job")
 	v = job == "metadata" ? get($0, "ops_s") : get($0, "bw_mbs")
@@ -129,17 +107,9 @@ function get(line, key,   n, i, kv) {
 	vals[k, ++cnt[k]] = v; got[who, m] = get($0, "got")
 	if (!(m in seenm)) { seenm[m] = 1; ms[++nm] = m }
 }
-# median of vals[k, 1..n] (mawk has no asort)
-function med(k, n,   i, j, t, s) {
-	for (i = 1; i <= n; i++) s[i] = vals[k, i] + 0
-	for (i = 2; i <= n; i++)
-		for (j = i; j > 1 && s[j - 1] > s[j]; j--) { t = s[j]; s[j] = s[j - 1]; s[j - 1] = t }
-	return n % 2 ? s[(n + 1) / 2] : (s[n / 2] + s[n / 2 + 1]) / 2
-}
-function r(a, b) { return (a != "" && b != "" && b + 0 > 0) ? sprintf("%.2f", a / b) : "-" }
 function d(x) { return x == "" ? "-" : x }
 END {
-	for (k in cnt) { split(k, p, SUBSEP); val[p[1], p[2], p[3]] = sprintf("%.0f", med(k, cnt[k])) }
+	for (k in cnt) { split(k, p, SUBSEP); val[p[1], p[2], p[3]] = sprintf("%.0f", med(vals, k, cnt[k])) }
 	printf "%-8s %-9s %9s %9s %9s %9s %11s %11s\n", "msize", "job", "iovm", "qemu", "host", "iovm/qemu", "iovm/host", "qemu_msize"
 	for (i = 1; i <= nm; i++) {
 		m = ms[i]

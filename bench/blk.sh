@@ -38,9 +38,8 @@
 # BUILD=dir to use another) and qemu-system-x86_64. Not part of the test suite.
 # (fio in a Linux guest needs hardware KVM; on PVM hosts only the probe runs.)
 set -eu
+. "$(dirname "$0")/lib.sh"
 
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=${BUILD:-$root/build}
 secs=3
 region=$((256 << 20))
 file=$build/bench-blk.img
@@ -53,15 +52,6 @@ rounds=1
 pin=""
 
 usage() { sed -n '2,38s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
-tobytes() {
-	case $1 in
-	*[kK]) echo $((${1%?} << 10)) ;;
-	*[mM]) echo $((${1%?} << 20)) ;;
-	*[gG]) echo $((${1%?} << 30)) ;;
-	*[!0-9]* | '') echo "blk.sh: bad size '$1'" >&2; exit 2 ;;
-	*) echo "$1" ;;
-	esac
-}
 while [ $# -gt 0 ]; do
 	case $1 in
 	--secs) secs=$2; shift 2 ;;
@@ -87,13 +77,8 @@ case $rounds in '' | 0 | *[!0-9]*) echo "blk.sh: bad --rounds" >&2; exit 2 ;; es
 [ $((region % 65536)) = 0 ] && [ "$region" -gt 0 ] ||
 	{ echo "blk.sh: --region must be a multiple of 64k" >&2; exit 2; }
 
-iovm=$build/iovm
-probe=$build/guest/probe/probe.elf
 floor=$build/bench/blk-floor
-for f in "$iovm" "$probe" "$floor"; do
-	[ -e "$f" ] || { echo "blk.sh: $f missing: build first (ninja -C build)" >&2; exit 1; }
-done
-qemu=$(command -v qemu-system-x86_64 || true)
+need_built "$iovm" "$probe" "$floor"
 case $pin in
 '') ;;
 *[!0-9,]* | *,*,* | ,* | *,) echo "blk.sh: --pin is VCPU_CPU,IO_CPU" >&2; exit 2 ;;
@@ -102,77 +87,27 @@ case $pin in
 *) echo "blk.sh: --pin is VCPU_CPU,IO_CPU" >&2; exit 2 ;;
 esac
 
-offset=$((1 << 20))
-size=$((offset + region + (1 << 20)))
-if [ ! -f "$file" ] || [ "$(stat -c %s "$file")" != "$size" ]; then
-	rm -f "$file"
-	fallocate -l "$size" "$file"	# real blocks, not a sparse file
-fi
+make_disk
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-hz=$(getconf CLK_TCK)
 mem=$(( (region >> 20) / 64 + 128 ))M	# probe buffers + latency samples
 
-cpu_ticks() {
-	# utime + stime - guest_time of the whole process (all threads), in
-	# clock ticks: the VMM's own host CPU, without the time the vCPU threads
-	# spend running guest code (the probe busy-polls, which would otherwise
-	# make every VMM look like one full CPU per vCPU)
-	sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{ print $12 + $13 - $41 }'
+# show NAME CMD...: run_vmm, then prints the run's job lines
+show() {
+	run_vmm "$@" || failed=1
+	grep '^job=' "$tmp/$1.log"
+	rm -f "$tmp/$1.log"
 }
 
-# pin_threads PID: with --pin, moves the VMM's vCPU thread and I/O thread
-# (found by name: iovm names them vcpuN and iovm-*, QEMU with debug-threads
-# names them "CPU N/KVM" and "IO ioN"; QEMU's LSI has no iothread, so its
-# main thread, named after the binary, serves it).
-pin_threads() {
-	[ -n "$pin" ] || return 0
-	for t in /proc/$1/task/*; do
-		case $(cat "$t/comm" 2>/dev/null) in
-		vcpu* | "CPU "*) taskset -pc "${pin%,*}" "${t##*/}" >/dev/null ;;
-		iovm-* | "IO "*) taskset -pc "${pin#*,}" "${t##*/}" >/dev/null ;;
-		qemu-system-x86) [ "$name" = qemu-lsi ] &&
-			taskset -pc "${pin#*,}" "${t##*/}" >/dev/null ;;
-		esac
-	done
-}
-
-# run_vmm NAME CMD...: runs a VMM with the probe's bench, attributing the
-# VMM's CPU time to each job by sampling it at the job boundaries.
-run_vmm() {
-	name=$1
-	shift
-	mkfifo "$tmp/fifo"
-	: >"$tmp/$name.log"
-	"$@" >"$tmp/fifo" 2>"$tmp/$name.err" &
-	pid=$!
-	prev=""
-	while IFS= read -r line; do
-		echo "$line" >>"$tmp/$name.log"
-		case $line in
-		"probe: bench region"*)
-			pin_threads "$pid"
-			prev=$(cpu_ticks "$pid")
-			;;
-		job=*)
-			now=$(cpu_ticks "$pid")
-			ios=$(echo "$line" | tr ' ' '\n' | sed -n 's/^ios=//p')
-			cpu=$(awk -v t=$((now - prev)) -v hz="$hz" -v n="$ios" \
-				'BEGIN { printf "%.2f", t * 1e6 / hz / n }')
-			echo "$name $line cpu_us_per_io=$cpu" >>"$tmp/results"
-			prev=$now
-			;;
-		esac
-	done <"$tmp/fifo"
-	rc=0
-	wait "$pid" || rc=$?
-	rm -f "$tmp/fifo"
-	if ! grep -q '^probe: PASS' "$tmp/$name.log"; then
-		echo "blk.sh: $name run failed (status $rc):" >&2
-		tail -n 5 "$tmp/$name.log" "$tmp/$name.err" >&2
-		return 1
-	fi
+# qemu_probe NAME APPEND ARGS...: shows a QEMU run of the probe's bench
+# (threads named for --pin) with the devices in ARGS
+qemu_probe() {
+	qname=$1 qappend=$2
+	shift 2
+	show "$qname" "$qemu" -name bench,debug-threads=on -enable-kvm -bios /usr/share/qemu/qboot.rom \
+		-nographic -no-reboot -m "$mem" -kernel "$probe" -append "$qappend" \
+		-device isa-debug-exit,iobase=0xf4,iosize=1 "$@"
 }
 
 append="bench=blk secs=$secs region=$region region_off=$offset mode=$mode wait=$wait"
@@ -194,10 +129,8 @@ case ,$only, in *,floor-poll,*)
 esac
 case ,$only, in *,iovm,*)
 	echo "== iovm"
-	run_vmm iovm "$iovm" run --kernel "$probe" --memory "$mem" \
-		--disk "path=$file,cache=none" --append "$append" || failed=1
-	grep '^job=' "$tmp/iovm.log"
-	rm -f "$tmp/iovm.log"
+	show iovm "$iovm" run --kernel "$probe" --memory "$mem" \
+		--disk "path=$file,cache=none" --append "$append"
 	;;
 esac
 case ,$only, in *,qemu,*)
@@ -205,63 +138,45 @@ case ,$only, in *,qemu,*)
 	if [ -z "$qemu" ]; then
 		echo "blk.sh: qemu-system-x86_64 not installed, skipped" >&2
 	else
-		run_vmm qemu "$qemu" -name bench,debug-threads=on -enable-kvm -bios /usr/share/qemu/qboot.rom \
-			-nographic -no-reboot -m "$mem" -kernel "$probe" -append "$append" \
-			-device isa-debug-exit,iobase=0xf4,iosize=1 \
+		qemu_probe qemu "$append" \
 			-object iothread,id=io0 \
 			-drive "file=$file,if=none,id=d0,format=raw,cache=none,aio=io_uring" \
-			-device virtio-blk-pci,drive=d0,disable-legacy=on,iothread=io0 ||
-			failed=1
-		grep '^job=' "$tmp/qemu.log"
-		rm -f "$tmp/qemu.log"
+			-device virtio-blk-pci,drive=d0,disable-legacy=on,iothread=io0
 	fi
 	;;
 esac
 scsi_append="bench=vscsi secs=$secs region=$region region_off=$offset mode=$mode"
 case ,$only, in *,iovm-scsi,*)
 	echo "== iovm virtio-scsi"
-	run_vmm iovm-scsi "$iovm" run --kernel "$probe" --memory "$mem" \
-		--disk "path=$file,if=virtio-scsi,cache=none" --append "$scsi_append" ||
-		failed=1
-	grep '^job=' "$tmp/iovm-scsi.log"
-	rm -f "$tmp/iovm-scsi.log"
+	show iovm-scsi "$iovm" run --kernel "$probe" --memory "$mem" \
+		--disk "path=$file,if=virtio-scsi,cache=none" --append "$scsi_append"
 	;;
 esac
 case ,$only, in *,qemu-scsi,*)
 	echo "== QEMU virtio-scsi"
 	if [ -n "$qemu" ]; then
-		run_vmm qemu-scsi "$qemu" -name bench,debug-threads=on -enable-kvm -bios /usr/share/qemu/qboot.rom \
-			-nographic -no-reboot -m "$mem" -kernel "$probe" -append "$scsi_append" \
-			-device isa-debug-exit,iobase=0xf4,iosize=1 \
+		qemu_probe qemu-scsi "$scsi_append" \
 			-object iothread,id=io1 \
 			-drive "file=$file,if=none,id=d0,format=raw,cache=none,aio=io_uring" \
 			-device virtio-scsi-pci,iothread=io1,disable-legacy=on \
-			-device scsi-hd,drive=d0 || failed=1
-		grep '^job=' "$tmp/qemu-scsi.log"
-		rm -f "$tmp/qemu-scsi.log"
+			-device scsi-hd,drive=d0
 	fi
 	;;
 esac
 lsi_append="bench=lsi secs=$secs region=$region region_off=$offset"
 case ,$only, in *,iovm-lsi,*)
 	echo "== iovm LSI 53C895A"
-	run_vmm iovm-lsi "$iovm" run --kernel "$probe" --memory "$mem" \
-		--disk "path=$file,if=lsi,cache=none" --append "$lsi_append" || failed=1
-	grep '^job=' "$tmp/iovm-lsi.log"
-	rm -f "$tmp/iovm-lsi.log"
+	show iovm-lsi "$iovm" run --kernel "$probe" --memory "$mem" \
+		--disk "path=$file,if=lsi,cache=none" --append "$lsi_append"
 	;;
 esac
 case ,$only, in *,qemu-lsi,*)
 	echo "== QEMU lsi53c895a"
 	if [ -n "$qemu" ]; then
-		run_vmm qemu-lsi "$qemu" -name bench,debug-threads=on -enable-kvm -bios /usr/share/qemu/qboot.rom \
-			-nographic -no-reboot -m "$mem" -kernel "$probe" -append "$lsi_append" \
-			-device isa-debug-exit,iobase=0xf4,iosize=1 \
+		qemu_probe qemu-lsi "$lsi_append" \
 			-device lsi53c895a,id=scsi0 \
 			-drive "file=$file,if=none,id=d0,format=raw,cache=none,aio=io_uring" \
-			-device scsi-hd,drive=d0,bus=scsi0.0,scsi-id=0 || failed=1
-		grep '^job=' "$tmp/qemu-lsi.log"
-		rm -f "$tmp/qemu-lsi.log"
+			-device scsi-hd,drive=d0,bus=scsi0.0,scsi-id=0
 	fi
 	;;
 esac
@@ -305,58 +220,29 @@ case ,$only, in *,iovm-fio,*)
 	if [ -d /sys/module/kvm_pvm ]; then
 		echo "blk.sh: iovm-fio skipped: /dev/kvm is PVM here, where Linux cannot boot" >&2
 	else
-	run_vmm iovm-fio "$iovm" run --kernel "$guest/bzImage" \
+	show iovm-fio "$iovm" run --kernel "$guest/bzImage" \
 		--initrd "$guest/initramfs.cpio.gz" --memory 1G --cpus 2 \
-		--disk "path=$file,cache=none" --append "$fio_append" || failed=1
-	grep '^job=' "$tmp/iovm-fio.log"
-	rm -f "$tmp/iovm-fio.log"
+		--disk "path=$file,cache=none" --append "$fio_append"
 	fi
 	;;
 esac
 case ,$only, in *,qemu-fio,*)
 	echo "== QEMU, fio in Linux (accel $fio_accel)"
 	if [ -n "$qemu" ]; then
-		run_vmm qemu-fio "$qemu" -accel "$fio_accel" -nographic -no-reboot \
+		show qemu-fio "$qemu" -accel "$fio_accel" -nographic -no-reboot \
 			-m 1G -smp 2 -kernel "$guest/bzImage" \
 			-initrd "$guest/initramfs.cpio.gz" -append "$fio_append" \
 			-device isa-debug-exit,iobase=0xf4,iosize=1 \
 			-object iothread,id=io0 \
 			-drive "file=$file,if=none,id=d0,format=raw,cache=none,aio=io_uring" \
-			-device virtio-blk-pci,drive=d0,disable-legacy=on,iothread=io0 ||
-			failed=1
-		grep '^job=' "$tmp/qemu-fio.log"
-		rm -f "$tmp/qemu-fio.log"
+			-device virtio-blk-pci,drive=d0,disable-legacy=on,iothread=io0
 	fi
 	;;
 esac
 done
 
 echo
-awk '
-function get(line, key,   n, i, kv) {
-	n = split(line, kv, " ")
-	for (i = 1; i <= n; i++)
-		if (index(kv[i], key "=") == 1)
-			return substr(kv[i], length(key) + 2)
-	return ""
-}
-{
-	who = $1; job = get($0, "job")
-	if (!(job in seen)) { seen[job] = 1; order[++njobs] = job }
-	k = who SUBSEP job
-	n = ++cnt[k]
-	v_iops[k, n] = get($0, "iops"); v_bw[k, n] = get($0, "bw_mbs")
-	v_mean[k, n] = get($0, "lat_mean_us"); v_p99[k, n] = get($0, "lat_p99_us")
-	v_cpu[k, n] = get($0, "cpu_us_per_io")
-}
-# median of the n values a[k, 1..n] (mawk has no asort)
-function med(a, k, n,   i, j, t, s) {
-	for (i = 1; i <= n; i++) s[i] = a[k, i] + 0
-	for (i = 2; i <= n; i++)
-		for (j = i; j > 1 && s[j - 1] > s[j]; j--) { t = s[j]; s[j] = s[j - 1]; s[j - 1] = t }
-	return n % 2 ? s[(n + 1) / 2] : (s[n / 2] + s[n / 2 + 1]) / 2
-}
-function r(a, b) { return (a != "" && b != "" && b + 0 > 0) ? sprintf("%.2f", a / b) : "-" }
+awk "$awk_lib$awk_jobs"'
 function v(x) { return x == "" ? "-" : x }
 END {
 	for (k in cnt) {

@@ -14,9 +14,8 @@
 # Needs build/iovm and build/guest/probe/probe.elf (BUILD=dir for another
 # build) and qemu-system-x86_64. Not part of the test suite.
 set -eu
+. "$(dirname "$0")/lib.sh"
 
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=${BUILD:-$root/build}
 secs=3
 region=$((64 << 20))
 rounds=1
@@ -24,15 +23,6 @@ file=$build/bench-lsi.img
 only=floor,iovm,qemu
 
 usage() { sed -n '2,14s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
-tobytes() {
-	case $1 in
-	*[kK]) echo $((${1%?} << 10)) ;;
-	*[mM]) echo $((${1%?} << 20)) ;;
-	*[gG]) echo $((${1%?} << 30)) ;;
-	*[!0-9]* | '') echo "lsi.sh: bad size '$1'" >&2; exit 2 ;;
-	*) echo "$1" ;;
-	esac
-}
 while [ $# -gt 0 ]; do
 	case $1 in
 	--secs) secs=$2; shift 2 ;;
@@ -50,62 +40,12 @@ done
 [ $((region % 65536)) = 0 ] && [ "$region" -gt 0 ] ||
 	{ echo "lsi.sh: --region must be a multiple of 64k" >&2; exit 2; }
 
-iovm=$build/iovm
-probe=$build/guest/probe/probe.elf
-for f in "$iovm" "$probe"; do
-	[ -e "$f" ] || { echo "lsi.sh: $f missing: build first (ninja -C build)" >&2; exit 1; }
-done
-qemu=$(command -v qemu-system-x86_64 || true)
-
-offset=$((1 << 20))
-size=$((offset + region + (1 << 20)))
-if [ ! -f "$file" ] || [ "$(stat -c %s "$file")" != "$size" ]; then
-	rm -f "$file"
-	fallocate -l "$size" "$file"	# real blocks, not a sparse file
-fi
+need_built "$iovm" "$probe"
+make_disk
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-hz=$(getconf CLK_TCK)
 mem=$(( (region >> 20) / 64 + 128 ))M
-
-cpu_ticks() {
-	# utime + stime - guest_time of all threads: the VMM's own host CPU,
-	# not the vCPU running the busy-polling probe
-	sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{ print $12 + $13 - $41 }'
-}
-
-run_vmm() {
-	name=$1
-	shift
-	mkfifo "$tmp/fifo"
-	: >"$tmp/$name.log"
-	"$@" >"$tmp/fifo" 2>"$tmp/$name.err" &
-	pid=$!
-	prev=""
-	while IFS= read -r line; do
-		echo "$line" >>"$tmp/$name.log"
-		case $line in
-		"probe: bench region"*) prev=$(cpu_ticks "$pid") ;;
-		job=*)
-			now=$(cpu_ticks "$pid")
-			ios=$(echo "$line" | tr ' ' '\n' | sed -n 's/^ios=//p')
-			cpu=$(awk -v t=$((now - prev)) -v hz="$hz" -v n="$ios" \
-				'BEGIN { printf "%.2f", t * 1e6 / hz / n }')
-			echo "$name $line cpu_us_per_io=$cpu" >>"$tmp/results"
-			prev=$now
-			;;
-		esac
-	done <"$tmp/fifo"
-	rc=0
-	wait "$pid" || rc=$?
-	rm -f "$tmp/fifo"
-	if ! grep -q '^probe: PASS' "$tmp/$name.log"; then
-		echo "lsi.sh: $name run failed (status $rc):" >&2
-		tail -n 5 "$tmp/$name.log" "$tmp/$name.err" >&2
-		return 1
-	fi
-}
 
 # floor: the probe's jobs with fio on the file (io_uring, O_DIRECT)
 floor() {
@@ -159,30 +99,7 @@ esac
 done
 
 echo
-awk '
-function get(line, key,   n, i, kv) {
-	n = split(line, kv, " ")
-	for (i = 1; i <= n; i++)
-		if (index(kv[i], key "=") == 1)
-			return substr(kv[i], length(key) + 2)
-	return ""
-}
-{
-	who = $1; job = get($0, "job")
-	if (!(job in seen)) { seen[job] = 1; order[++njobs] = job }
-	k = who SUBSEP job
-	n = ++cnt[k]
-	v_iops[k, n] = get($0, "iops"); v_bw[k, n] = get($0, "bw_mbs")
-	v_mean[k, n] = get($0, "lat_mean_us"); v_p99[k, n] = get($0, "lat_p99_us")
-	v_cpu[k, n] = get($0, "cpu_us_per_io")
-}
-function med(a, k, n,   i, j, t, s) {
-	for (i = 1; i <= n; i++) s[i] = a[k, i] + 0
-	for (i = 2; i <= n; i++)
-		for (j = i; j > 1 && s[j - 1] > s[j]; j--) { t = s[j]; s[j] = s[j - 1]; s[j - 1] = t }
-	return n % 2 ? s[(n + 1) / 2] : (s[n / 2] + s[n / 2 + 1]) / 2
-}
-function r(a, b) { return (a != "" && b != "" && b + 0 > 0) ? sprintf("%.2f", a / b) : "-" }
+awk "$awk_lib$awk_jobs"'
 END {
 	for (k in cnt) {
 		iops[k] = sprintf("%.0f", med(v_iops, k, cnt[k]))
