@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "block/backend.h"
+#include "lib/le.h"
 #include "lib/log.h"
 #include "virtio/blk.h"
 #include "virtio/ring.h"
@@ -542,24 +543,6 @@ static const struct virtio_dev_ops vblk_ops = {
 	.destroy = vblk_destroy,
 };
 
-static void put16(uint8_t *p, uint16_t v)
-{
-	v = htole16(v);
-	memcpy(p, &v, 2);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	v = htole32(v);
-	memcpy(p, &v, 4);
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	v = htole64(v);
-	memcpy(p, &v, 8);
-}
-
 static void fill_config(struct vblk *b)
 {
 	const struct blk_backend *be = &b->be;
@@ -568,19 +551,19 @@ static void fill_config(struct vblk *b)
 
 	while ((be->block_size << exp) < be->phys_block_size && exp < 15)
 		exp++;
-	put64(c + VIRTIO_BLK_CFG_CAPACITY, be->size / 512);
-	put32(c + VIRTIO_BLK_CFG_SIZE_MAX, VIRTIO_BLK_SIZE_MAX);
-	put32(c + VIRTIO_BLK_CFG_SEG_MAX, VIRTIO_BLK_SEG_MAX);
-	put32(c + VIRTIO_BLK_CFG_BLK_SIZE, be->block_size);
+	le_put64(c + VIRTIO_BLK_CFG_CAPACITY, be->size / 512);
+	le_put32(c + VIRTIO_BLK_CFG_SIZE_MAX, VIRTIO_BLK_SIZE_MAX);
+	le_put32(c + VIRTIO_BLK_CFG_SEG_MAX, VIRTIO_BLK_SEG_MAX);
+	le_put32(c + VIRTIO_BLK_CFG_BLK_SIZE, be->block_size);
 	c[VIRTIO_BLK_CFG_PHYS_EXP] = exp;
-	put16(c + VIRTIO_BLK_CFG_MIN_IO, 1);
-	put32(c + VIRTIO_BLK_CFG_OPT_IO, 0);
-	put16(c + VIRTIO_BLK_CFG_NUM_QUEUES, b->dev.num_queues);
-	put32(c + VIRTIO_BLK_CFG_MAX_DISCARD_SECTORS, VIRTIO_BLK_MAX_DISCARD_SECTORS);
-	put32(c + VIRTIO_BLK_CFG_MAX_DISCARD_SEG, 1);
-	put32(c + VIRTIO_BLK_CFG_DISCARD_ALIGN, be->phys_block_size / 512);
-	put32(c + VIRTIO_BLK_CFG_MAX_WZ_SECTORS, VIRTIO_BLK_MAX_DISCARD_SECTORS);
-	put32(c + VIRTIO_BLK_CFG_MAX_WZ_SEG, 1);
+	le_put16(c + VIRTIO_BLK_CFG_MIN_IO, 1);
+	le_put32(c + VIRTIO_BLK_CFG_OPT_IO, 0);
+	le_put16(c + VIRTIO_BLK_CFG_NUM_QUEUES, b->dev.num_queues);
+	le_put32(c + VIRTIO_BLK_CFG_MAX_DISCARD_SECTORS, VIRTIO_BLK_MAX_DISCARD_SECTORS);
+	le_put32(c + VIRTIO_BLK_CFG_MAX_DISCARD_SEG, 1);
+	le_put32(c + VIRTIO_BLK_CFG_DISCARD_ALIGN, be->phys_block_size / 512);
+	le_put32(c + VIRTIO_BLK_CFG_MAX_WZ_SECTORS, VIRTIO_BLK_MAX_DISCARD_SECTORS);
+	le_put32(c + VIRTIO_BLK_CFG_MAX_WZ_SEG, 1);
 	c[VIRTIO_BLK_CFG_WZ_MAY_UNMAP] = !be->is_blockdev;
 }
 

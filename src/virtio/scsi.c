@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "block/backend.h"
+#include "lib/le.h"
 #include "lib/log.h"
 #include "scsi/disk.h"
 #include "virtio/ring.h"
@@ -114,34 +115,6 @@ struct vscsi {
 static struct vscsi *to_vscsi(struct virtio_dev *dev)
 {
 	return (struct vscsi *)dev;
-}
-
-static void put16(uint8_t *p, uint16_t v)
-{
-	v = htole16(v);
-	memcpy(p, &v, 2);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	v = htole32(v);
-	memcpy(p, &v, 4);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return le32toh(v);
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, 8);
-	return le64toh(v);
 }
 
 /* LUN field: 1, target, a single-level LUN (peripheral or flat space),
@@ -254,9 +227,9 @@ static void respond(struct vscsi_req *r, uint8_t response, uint8_t status,
 {
 	uint8_t h[VIRTIO_SCSI_RESP_HDR];
 
-	put32(h, sense_len);
-	put32(h + 4, resid);
-	put16(h + 8, 0);
+	le_put32(h, sense_len);
+	le_put32(h + 4, resid);
+	le_put16(h + 8, 0);
 	h[10] = status;
 	h[11] = response;
 	iov_from_buf(r->iov + r->out_num, r->in_num, 0, h, sizeof(h));
@@ -367,7 +340,7 @@ static void req_start(struct vscsi_queue *q, struct vscsi_req *r,
 	lu = lun < SCSI_MAX_LUNS ? t->lu[lun] : NULL;
 	r->target = hdr[1];
 	r->lun = lun;
-	r->id = get64(hdr + 8);
+	r->id = le_get64(hdr + 8);
 
 	memcpy(r->s.cdb, hdr + VIRTIO_SCSI_REQ_HDR, cdb_copy);
 	r->s.cdb_len = cdb_size;
@@ -592,7 +565,7 @@ static void tmf_run(struct vscsi *s, struct vscsi_tmf *t)
 
 static uint8_t do_tmf(struct vscsi *s, const uint8_t *req)
 {
-	uint32_t subtype = get32(req + 4);
+	uint32_t subtype = le_get32(req + 4);
 	const uint8_t *l = req + 8;
 	struct vscsi_target *tg = find_target(s, l);
 	unsigned int lun = decode_lun(l);
@@ -602,7 +575,7 @@ static uint8_t do_tmf(struct vscsi *s, const uint8_t *req)
 		return VIRTIO_SCSI_S_BAD_TARGET;
 	t.target = l[1];
 	t.lun = lun;
-	t.id = get64(req + 16);
+	t.id = le_get64(req + 16);
 	switch (subtype) {
 	case VIRTIO_SCSI_T_TMF_ABORT_TASK:
 	case VIRTIO_SCSI_T_TMF_QUERY_TASK:
@@ -658,7 +631,7 @@ static uint32_t ctrl_handle(struct vscsi *s, const struct iovec *iov,
 		return iov_from_buf(in, e->in_num, 0, resp, 1);
 	}
 	iov_to_buf(iov, e->out_num, 0, req, sizeof(req));
-	type = get32(req);
+	type = le_get32(req);
 	switch (type) {
 	case VIRTIO_SCSI_T_TMF:
 		resp[0] = e->out_len < VIRTIO_SCSI_TMF_REQ ? VIRTIO_SCSI_S_FAILURE :
@@ -781,18 +754,18 @@ static void vscsi_queue_stop(struct virtio_dev *dev, unsigned int index)
 static void config_build(struct vscsi *s, uint8_t *c)
 {
 	memset(c, 0, VIRTIO_SCSI_CFG_LEN);
-	put32(c + VIRTIO_SCSI_CFG_NUM_QUEUES, s->dev.num_queues - VIRTIO_SCSI_REQ_Q0);
-	put32(c + VIRTIO_SCSI_CFG_SEG_MAX, VIRTIO_SCSI_SEG_MAX);
-	put32(c + VIRTIO_SCSI_CFG_MAX_SECTORS, VIRTIO_SCSI_MAX_SECTORS);
-	put32(c + VIRTIO_SCSI_CFG_CMD_PER_LUN, VIRTIO_SCSI_QUEUE_SIZE);
-	put32(c + VIRTIO_SCSI_CFG_EVENT_INFO_SIZE, 16);
-	put32(c + VIRTIO_SCSI_CFG_SENSE_SIZE,
+	le_put32(c + VIRTIO_SCSI_CFG_NUM_QUEUES, s->dev.num_queues - VIRTIO_SCSI_REQ_Q0);
+	le_put32(c + VIRTIO_SCSI_CFG_SEG_MAX, VIRTIO_SCSI_SEG_MAX);
+	le_put32(c + VIRTIO_SCSI_CFG_MAX_SECTORS, VIRTIO_SCSI_MAX_SECTORS);
+	le_put32(c + VIRTIO_SCSI_CFG_CMD_PER_LUN, VIRTIO_SCSI_QUEUE_SIZE);
+	le_put32(c + VIRTIO_SCSI_CFG_EVENT_INFO_SIZE, 16);
+	le_put32(c + VIRTIO_SCSI_CFG_SENSE_SIZE,
 	      __atomic_load_n(&s->sense_size, __ATOMIC_RELAXED));
-	put32(c + VIRTIO_SCSI_CFG_CDB_SIZE,
+	le_put32(c + VIRTIO_SCSI_CFG_CDB_SIZE,
 	      __atomic_load_n(&s->cdb_size, __ATOMIC_RELAXED));
-	put16(c + VIRTIO_SCSI_CFG_MAX_CHANNEL, 0);
-	put16(c + VIRTIO_SCSI_CFG_MAX_TARGET, s->max_target);
-	put32(c + VIRTIO_SCSI_CFG_MAX_LUN, VIRTIO_SCSI_MAX_LUN);
+	le_put16(c + VIRTIO_SCSI_CFG_MAX_CHANNEL, 0);
+	le_put16(c + VIRTIO_SCSI_CFG_MAX_TARGET, s->max_target);
+	le_put32(c + VIRTIO_SCSI_CFG_MAX_LUN, VIRTIO_SCSI_MAX_LUN);
 }
 
 static void vscsi_config_read(struct virtio_dev *dev, uint32_t offset,
@@ -819,8 +792,8 @@ static void vscsi_config_write(struct virtio_dev *dev, uint32_t offset,
 		return;
 	config_build(s, c);
 	memcpy(c + offset, data, len);
-	sense = get32(c + VIRTIO_SCSI_CFG_SENSE_SIZE);
-	cdb = get32(c + VIRTIO_SCSI_CFG_CDB_SIZE);
+	sense = le_get32(c + VIRTIO_SCSI_CFG_SENSE_SIZE);
+	cdb = le_get32(c + VIRTIO_SCSI_CFG_CDB_SIZE);
 	if (sense <= VIRTIO_SCSI_SENSE_MAX)
 		__atomic_store_n(&s->sense_size, sense, __ATOMIC_RELAXED);
 	else
