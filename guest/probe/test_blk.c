@@ -17,15 +17,8 @@ static struct vblk blk;
 
 static struct vblk *open_blk(void)
 {
-	const char *mode = opt_str("mode", "poll");
-	bool msix;
+	bool msix = opt_msix();
 
-	if (strcmp(mode, "poll") == 0)
-		msix = false;
-	else if (strcmp(mode, "msix") == 0)
-		msix = true;
-	else
-		probe_fail("mode must be poll or msix, not '%s'", mode);
 	if (vblk_open(&blk, (unsigned int)opt_u64("blk_dev", 0), msix,
 		      (unsigned int)opt_u64("queues", 1)) < 0)
 		probe_fail("virtio-blk device not usable");
@@ -202,19 +195,6 @@ static void test_types(struct vblk *b, uint64_t seed)
 	       "unknown type 0x7f");
 }
 
-static void region(struct vblk *b, uint64_t *off, uint64_t *len)
-{
-	uint64_t disk = b->capacity * 512;
-
-	*off = opt_u64("region_off", 1 << 20);
-	*len = opt_u64("region", 16 << 20);
-	if (*off % 65536 || *len % 65536 || !*len)
-		probe_fail("region_off and region must be multiples of 64k");
-	if (*off > disk || *len > disk - *off)
-		probe_fail("disk too small: need %lu bytes, has %lu",
-			   *off + *len, disk);
-}
-
 static void test_blk(void)
 {
 	struct vblk *b = open_blk();
@@ -224,7 +204,7 @@ static void test_blk(void)
 
 	if (b->ro)
 		probe_fail("disk is read-only");
-	region(b, &off, &len);
+	opt_region(b->capacity * 512, &off, &len);
 	test_types(b, seed);
 	for (unsigned int s = 0; s < 3; s++) {
 		for (unsigned int q = 0; q < 2; q++) {
@@ -294,7 +274,7 @@ static void test_blk_flush(void)
 	struct blk_job w = { .name = "flushwrite", .type = VIRTIO_BLK_T_OUT,
 			     .bs = 65536, .qd = 16, .random = true };
 
-	region(b, &off, &len);
+	opt_region(b->capacity * 512, &off, &len);
 	w.off = off;
 	w.len = len;
 	w.seed = seed;
@@ -333,7 +313,7 @@ static void bench_blk(void)
 
 	if (b->ro)
 		probe_fail("disk is read-only");
-	region(b, &off, &len);
+	opt_region(b->capacity * 512, &off, &len);
 	/* Every job reads or writes the same pattern, so reads verify
 	 * whatever order the writes landed in. */
 	fill.off = off;

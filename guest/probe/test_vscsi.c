@@ -23,15 +23,8 @@ static uint64_t nblocks;
 
 static struct vscsi *open_hba(void)
 {
-	const char *mode = opt_str("mode", "poll");
-	bool msix;
+	bool msix = opt_msix();
 
-	if (strcmp(mode, "poll") == 0)
-		msix = false;
-	else if (strcmp(mode, "msix") == 0)
-		msix = true;
-	else
-		probe_fail("mode must be poll or msix, not '%s'", mode);
 	if (vscsi_open(&hba, (unsigned int)opt_u64("scsi_dev", 0), msix) < 0)
 		probe_fail("virtio-scsi HBA not usable");
 	if (vscsi_job_init(opt_u64("pool", 4 << 20),
@@ -389,19 +382,6 @@ static void test_tmf(struct vscsi *s, uint64_t seed, uint64_t off)
 		   VSCSI_S_BAD_TARGET, "ABORT TASK on an absent target");
 }
 
-static void region(uint64_t *off, uint64_t *len)
-{
-	uint64_t disk = nblocks * block_size;
-
-	*off = opt_u64("region_off", 1 << 20);
-	*len = opt_u64("region", 16 << 20);
-	if (*off % 65536 || *len % 65536 || !*len)
-		probe_fail("region_off and region must be multiples of 64k");
-	if (*off > disk || *len > disk - *off)
-		probe_fail("disk too small: need %lu bytes, has %lu",
-			   *off + *len, disk);
-}
-
 static void test_vscsi(void)
 {
 	struct vscsi *s = open_hba();
@@ -411,7 +391,7 @@ static void test_vscsi(void)
 
 	pr("probe: vscsi unit attentions at start: %u\n", ready(s));
 	test_inquiry(s);
-	region(&off, &len);
+	opt_region(nblocks * block_size, &off, &len);
 	test_rw_errors(s, seed + 50, off);
 	test_wce(s, seed + 55, off);
 	test_tmf(s, seed + 60, off);
@@ -461,7 +441,7 @@ static void bench_vscsi(void)
 
 	ready(s);
 	test_inquiry(s);
-	region(&off, &len);
+	opt_region(nblocks * block_size, &off, &len);
 	fill.off = off;
 	fill.len = len;
 	fill.seed = seed;

@@ -412,13 +412,5 @@ void vscsi_job_run(struct vscsi *s, struct vscsi_job *j)
 
 void vscsi_job_report(struct vscsi_job *j)
 {
-	uint64_t ns = ticks_to_ns(j->ticks);
-	uint64_t iops = ns ? j->ios * 1000000000ull / ns : 0;
-	uint64_t bw10 = ns ? j->bytes * 10000ull / ns : 0;
-	uint64_t mean = lat_mean_ns(&j->lat), p99 = lat_pct_ns(&j->lat, 99);
-
-	pr("job=%s iops=%lu bw_mbs=%lu.%lu lat_mean_us=%lu.%lu "
-	   "lat_p99_us=%lu.%lu ios=%lu\n", j->name, iops, bw10 / 10, bw10 % 10,
-	   mean / 1000, mean % 1000 / 100, p99 / 1000, p99 % 1000 / 100,
-	   j->ios);
+	job_report(j->name, j->ticks, j->ios, j->bytes, &j->lat);
 }

@@ -146,6 +146,28 @@ uint64_t opt_u64(const char *key, uint64_t def)
 	return n;
 }
 
+bool opt_msix(void)
+{
+	const char *mode = opt_str("mode", "poll");
+
+	if (strcmp(mode, "poll") == 0)
+		return false;
+	if (strcmp(mode, "msix") != 0)
+		probe_fail("mode must be poll or msix, not '%s'", mode);
+	return true;
+}
+
+void opt_region(uint64_t disk, uint64_t *off, uint64_t *len)
+{
+	*off = opt_u64("region_off", 1 << 20);
+	*len = opt_u64("region", 16 << 20);
+	if (*off % 65536 || *len % 65536 || !*len)
+		probe_fail("region_off and region must be multiples of 64k");
+	if (*off > disk || *len > disk - *off)
+		probe_fail("disk too small: need %lu bytes, has %lu",
+			   *off + *len, disk);
+}
+
 void *dma_alloc(size_t size, size_t align)
 {
 	uint64_t a = ALIGN_UP(heap_next, (uint64_t)align);

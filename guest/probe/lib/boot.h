@@ -25,6 +25,12 @@ const char *opt_str(const char *key, const char *def);
 /* Number option (see parse_u64); a malformed value fails the probe. */
 uint64_t opt_u64(const char *key, uint64_t def);
 bool opt_has(const char *key);
+/* mode=poll (the default) or mode=msix: whether a driver takes its
+ * completions by MSI-X; any other value fails the probe. */
+bool opt_msix(void);
+/* The benchmark region of a disk of disk bytes: region_off= (1 MiB) and
+ * region= (16 MiB), multiples of 64k inside the disk, or the probe fails. */
+void opt_region(uint64_t disk, uint64_t *off, uint64_t *len);
 const char *cmdline(void);
 
 /* Identity-mapped, user-accessible, zeroed memory for rings and buffers;

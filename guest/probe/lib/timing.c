@@ -2,6 +2,7 @@
 #include "lib/timing.h"
 
 #include "lib/arch.h"
+#include "lib/console.h"
 
 uint64_t tsc_khz;
 const char *tsc_source = "none";
@@ -178,4 +179,18 @@ uint64_t lat_pct_ns(struct lat_stats *s, unsigned int pct)
 	if (k >= s->n)
 		k = s->n - 1;
 	return ticks_to_ns(select_kth(s->samples, s->n, k));
+}
+
+void job_report(const char *name, uint64_t ticks, uint64_t ios,
+		uint64_t bytes, struct lat_stats *lat)
+{
+	uint64_t ns = ticks_to_ns(ticks);
+	uint64_t iops = ns ? ios * 1000000000ull / ns : 0;
+	/* MB/s = bytes / ns * 1e3; keep one decimal */
+	uint64_t bw10 = ns ? bytes * 10000ull / ns : 0;
+	uint64_t mean = lat_mean_ns(lat), p99 = lat_pct_ns(lat, 99);
+
+	pr("job=%s iops=%lu bw_mbs=%lu.%lu lat_mean_us=%lu.%lu "
+	   "lat_p99_us=%lu.%lu ios=%lu\n", name, iops, bw10 / 10, bw10 % 10,
+	   mean / 1000, mean % 1000 / 100, p99 / 1000, p99 % 1000 / 100, ios);
 }

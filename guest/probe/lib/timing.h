@@ -34,4 +34,10 @@ uint64_t lat_mean_ns(const struct lat_stats *s);
 /* Percentile (0..100) in ns; reorders the samples. */
 uint64_t lat_pct_ns(struct lat_stats *s, unsigned int pct);
 
+/* Prints a benchmark job's result line, as bench/ reads it: job=NAME
+ * iops=.. bw_mbs=.. lat_mean_us=.. lat_p99_us=.. ios=..; reorders the
+ * latency samples. */
+void job_report(const char *name, uint64_t ticks, uint64_t ios,
+		uint64_t bytes, struct lat_stats *lat);
+
 #endif
