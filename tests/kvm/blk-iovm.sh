@@ -28,11 +28,7 @@ for cfg in "1 none mode=poll" "2 writeback mode=msix indirect=1 queues=2" \
 		--append "test=blk seed=$((10 + n)) $*"
 	skip_if_no_disks "$scratch/log$n"
 	expect_pass "$scratch/log$n"
-	off=$(field "$scratch/log$n" "probe: blk pattern" offset)
-	len=$(field "$scratch/log$n" "probe: blk pattern" len)
-	seed=$(field "$scratch/log$n" "probe: blk pattern" seed)
-	[ -n "$seed" ] || die "no pattern line"
-	"$check" "$disk" "$off" "$len" "$seed" ||
+	check_pattern "$scratch/log$n" blk "$disk" ||
 		die "host file does not hold what the guest wrote ($cfg)"
 done
 echo "PASS"

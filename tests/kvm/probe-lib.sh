@@ -49,6 +49,17 @@ field() {
 	grep -m1 "^$2" "$1" | tr ' ' '\n' | sed -n "s/^$3=//p"
 }
 
+# check_pattern LOG WHAT FILE: whether the host FILE holds the pattern that
+# the probe's "probe: WHAT pattern offset=.. len=.. seed=.." line in LOG says
+# it wrote (checked by $check, blk-check); no such line fails the test.
+check_pattern() {
+	off=$(field "$1" "probe: $2 pattern" offset)
+	len=$(field "$1" "probe: $2 pattern" len)
+	seed=$(field "$1" "probe: $2 pattern" seed)
+	[ -n "$seed" ] || die "no pattern line"
+	"$check" "$3" "$off" "$len" "$seed"
+}
+
 # Until iovm's disk devices are wired in, its run refuses --disk with "not
 # supported by this build": report that as a skip with the reason, never as
 # a pass.

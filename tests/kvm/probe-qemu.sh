@@ -30,10 +30,7 @@ for mode in poll msix; do
 		-drive "file=$disk,if=none,id=d0,format=raw,cache=none,aio=io_uring" \
 		-device virtio-blk-pci,drive=d0,disable-legacy=on
 	expect_pass "$scratch/blk-$mode"
-	off=$(field "$scratch/blk-$mode" "probe: blk pattern" offset)
-	len=$(field "$scratch/blk-$mode" "probe: blk pattern" len)
-	seed=$(field "$scratch/blk-$mode" "probe: blk pattern" seed)
-	"$check" "$disk" "$off" "$len" "$seed" || die "host file check failed"
+	check_pattern "$scratch/blk-$mode" blk "$disk" || die "host file check failed"
 done
 
 run_probe "$scratch/ro" 60 "${q[@]}" -append "test=blk-ro" \

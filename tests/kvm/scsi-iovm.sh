@@ -32,11 +32,7 @@ for cfg in "1 none $disk mode=poll" \
 		--append "test=vscsi seed=$((20 + n)) $*"
 	skip_if_no_disks "$scratch/log$n"
 	expect_pass "$scratch/log$n"
-	off=$(field "$scratch/log$n" "probe: vscsi pattern" offset)
-	len=$(field "$scratch/log$n" "probe: vscsi pattern" len)
-	seed=$(field "$scratch/log$n" "probe: vscsi pattern" seed)
-	[ -n "$seed" ] || die "no pattern line"
-	"$check" "$file" "$off" "$len" "$seed" ||
+	check_pattern "$scratch/log$n" vscsi "$file" ||
 		die "host file does not hold what the guest wrote ($cfg)"
 done
 echo "PASS"
