@@ -7,8 +7,8 @@
 # and not completed are run again. Checks: the guest's I/O never hangs or
 # fails; fio's crc32c verify of random writes made across the kills passes;
 # every write the guest saw complete (O_DIRECT + fsync, then a marker on the
-# console) is in the host file; the back-ends' logs say how many requests
-# were resubmitted.
+# console) is in the host file; the new back-ends resubmit exactly what
+# the inflight buffer held at each kill (read from QEMU's copy of it).
 # Usage: vhost-user-crash.sh IOVM_BINARY GUEST_DIR
 set -eu
 
@@ -23,6 +23,7 @@ harness=$(dirname "$(realpath "$0")")/qemu-tcg.sh
 [ -r "$guest/vmlinux" ] && [ -r "$guest/initramfs.cpio.gz" ] ||
 	skip "no guest image in $guest (run tools/mkguest.sh $guest)"
 command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 missing"
+command -v python3 >/dev/null || skip "python3 missing"
 
 work=$(mktemp -d /tmp/iovm-vhost-crash.XXXXXX)
 backend=
@@ -94,9 +95,25 @@ qemu_pid=$!
 # done_count: writes the guest has seen complete so far.
 done_count() { grep -ac '^DONE' "$work/console" 2>/dev/null || true; }
 
+# inflight_now: requests in flight in the back-end, as its inflight buffer
+# says (QEMU keeps it open: memfd:iovm-inflight; queue 0's region).
+inflight_now() {
+	q=$(pgrep -f "^qemu-system-x86_64 .*$sock" | head -1)
+	f=$(ls -l "/proc/$q/fd" 2>/dev/null |
+		sed -n 's|.* \([0-9]*\) -> /memfd:iovm-inflight.*|\1|p' | head -1)
+	[ -n "$f" ] || { echo 0; return; }
+	python3 - "/proc/$q/fd/$f" <<'EOF'
+import struct, sys
+d = open(sys.argv[1], "rb").read()
+num = struct.unpack_from("<H", d, 10)[0]
+print(sum(1 for i in range(num) if d[16 + 16 * i] == 1))
+EOF
+}
+
 # Kill the back-end KILLS times, 15 completed writes apart, restarting it
 # on the same socket each time.
 k=0
+left=0
 while [ $k -lt $KILLS ]; do
 	want=$(((k + 1) * 15))
 	for _ in $(seq 1200); do
@@ -105,10 +122,20 @@ while [ $k -lt $KILLS ]; do
 		sleep 0.25
 	done
 	[ "$(done_count)" -ge $want ] || { cat "$work/console"; die "guest stalled before kill $((k + 1))"; }
+	# Kill while the load has requests in flight (it comes and goes
+	# with the guest's scheduling).
+	for _ in $(seq 200); do
+		[ "$(inflight_now)" -ge 2 ] && break
+		sleep 0.05
+	done
 	kill -9 "$backend"
 	wait "$backend" 2>/dev/null || true
 	k=$((k + 1))
-	echo "kill $k: back-end SIGKILLed after $(done_count) completed writes"
+	# Frozen until the next back-end starts: what it must resubmit.
+	n=$(inflight_now)
+	left=$((left + n))
+	echo "kill $k: back-end SIGKILLed after $(done_count) completed writes," \
+		"$n requests in flight"
 	start_backend $k
 done
 
@@ -139,9 +166,12 @@ done
 	die "writes the guest saw complete are not in the file: $(tr '\n' ' ' <"$work/lost")"
 resubmitted=$(cat "$work"/backend.*.log |
 	sed -n 's/.*resubmitting \([0-9]*\) requests.*/\1/p' | awk '{ n += $1 } END { print n + 0 }')
-# 1 MiB writes 32 deep keep the back-end busy nearly all the time: a run
-# in which no kill caught a request in flight tested nothing.
+# The kills wait for requests in flight: a run in which none was caught
+# tested nothing. The new back-ends resubmit what the buffers held, less
+# at most one push per kill that was cut short (recovery finishes it).
 [ "$resubmitted" -gt 0 ] || die "no kill caught a request in flight: resubmission not exercised"
+[ "$resubmitted" -le "$left" ] && [ "$resubmitted" -ge $((left - KILLS)) ] ||
+	die "$resubmitted requests resubmitted, the buffers held $left"
 reconnects=$(grep -l "client connected" "$work"/backend.*.log | wc -l)
 [ "$reconnects" = $((KILLS + 1)) ] || die "QEMU connected to $reconnects of $((KILLS + 1)) back-ends"
 echo "$KILLS back-end kills; QEMU reconnected each time; $resubmitted requests resubmitted"
