@@ -6,10 +6,12 @@
  * time per I/O (from /proc/PID/task/x/schedstat of --pid).
  *
  *   vhost-client --socket PATH [--pid PID] [--time SEC] [--offset BYTES]
- *                [--region BYTES] [--yield] JOB...
+ *                [--region BYTES] [--yield] [--inflight] JOB...
  *   JOB = NAME:randread|randwrite|read|write:BS:QD   e.g. rr:randread:4k:1
  * I/O stays inside [offset, offset+region) of the disk (default: offset 1M,
- * region 64M, as bench/blk-floor and the probe).
+ * region 64M, as bench/blk-floor and the probe). --inflight asks for the
+ * back-end's inflight buffer (INFLIGHT_SHMFD) and hands it back, as QEMU's
+ * vhost-user-blk does: the cost of that bookkeeping shows.
  *
  * One line per job on stdout, in bench/blk-floor's format:
  *   job=NAME iops=N bw_mbs=N lat_mean_us=N lat_p99_us=N ios=N cpu_us_per_io=N */
@@ -42,6 +44,7 @@
 
 static int sock;
 static uint8_t *ram;
+static bool inflight;
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
@@ -94,6 +97,32 @@ static uint32_t recv_reply(uint32_t req, void *p, uint32_t max)
 	if (h.size && recv(sock, p, h.size, MSG_WAITALL) != h.size)
 		die("short reply to request %u", req);
 	return h.size;
+}
+
+/* GET_INFLIGHT_FD's reply carries the buffer's fd. */
+static int recv_reply_fd(uint32_t req, void *p, uint32_t max)
+{
+	struct vhu_hdr h;
+	struct iovec iov = { &h, sizeof(h) };
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf) };
+	struct cmsghdr *c;
+	int fd = -1;
+
+	if (recvmsg(sock, &mh, MSG_WAITALL) != sizeof(h))
+		die("no reply to request %u", req);
+	c = CMSG_FIRSTHDR(&mh);
+	if (c && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
+		memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	if (h.request != req || h.size > max || fd < 0)
+		die("bad reply to request %u", req);
+	if (h.size && recv(sock, p, h.size, MSG_WAITALL) != h.size)
+		die("short reply to request %u", req);
+	return fd;
 }
 
 static uint64_t get_u64(uint32_t req)
@@ -177,7 +206,10 @@ static void setup(const char *path)
 	pf = get_u64(VHU_GET_PROTOCOL_FEATURES);
 	if (!(pf & (1ull << VHU_PF_REPLY_ACK)))
 		die("back-end lacks REPLY_ACK");
-	pf &= (1ull << VHU_PF_REPLY_ACK) | (1ull << VHU_PF_MQ) | (1ull << VHU_PF_CONFIG);
+	if (inflight && !(pf & (1ull << VHU_PF_INFLIGHT_SHMFD)))
+		die("--inflight: back-end lacks INFLIGHT_SHMFD");
+	pf &= (1ull << VHU_PF_REPLY_ACK) | (1ull << VHU_PF_MQ) | (1ull << VHU_PF_CONFIG) |
+	      (inflight ? 1ull << VHU_PF_INFLIGHT_SHMFD : 0);
 	send_msg(VHU_SET_PROTOCOL_FEATURES, 0, &pf, 8, NULL, 0);
 	send_acked(VHU_SET_OWNER, NULL, 0, NULL, 0);
 	/* No event index: the avail ring's NO_INTERRUPT flag then tells the
@@ -191,6 +223,15 @@ static void setup(const char *path)
 		t.r[0] = (struct vhu_region){ 0, RAM_SIZE, (uintptr_t)ram, 0 };
 		send_acked(VHU_SET_MEM_TABLE, &t, VHU_MEM_TABLE_HDR_SIZE + sizeof(t.r[0]),
 			   &memfd, 1);
+	}
+	if (inflight) {
+		struct vhu_inflight in = { 0, 0, 1, QSIZE };
+		int fd;
+
+		send_msg(VHU_GET_INFLIGHT_FD, 0, &in, sizeof(in), NULL, 0);
+		fd = recv_reply_fd(VHU_GET_INFLIGHT_FD, &in, sizeof(in));
+		send_acked(VHU_SET_INFLIGHT_FD, &in, sizeof(in), &fd, 1);
+		close(fd);
 	}
 	vq.desc = (struct virtq_desc *)(ram + desc_gpa);
 	vq.avail = (volatile uint16_t *)(ram + avail_gpa);
@@ -460,15 +501,17 @@ int main(int argc, char **argv)
 			secs = atof(argv[++i]);
 		else if (!strcmp(argv[i], "--yield"))
 			yield = true;
+		else if (!strcmp(argv[i], "--inflight"))
+			inflight = true;
 		else if (!strcmp(argv[i], "--offset") && i + 1 < argc)
 			region_off = strtoull(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--region") && i + 1 < argc)
 			region_len = strtoull(argv[++i], NULL, 0);
 		else
-			die("usage: vhost-client --socket PATH [--pid PID] [--time SEC] [--offset B] [--region B] NAME:RW:BS:QD...");
+			die("usage: vhost-client --socket PATH [--pid PID] [--time SEC] [--offset B] [--region B] [--yield] [--inflight] NAME:RW:BS:QD...");
 	}
 	if (!path || i == argc)
-		die("usage: vhost-client --socket PATH [--pid PID] [--time SEC] [--offset B] [--region B] NAME:RW:BS:QD...");
+		die("usage: vhost-client --socket PATH [--pid PID] [--time SEC] [--offset B] [--region B] [--yield] [--inflight] NAME:RW:BS:QD...");
 	setup(path);
 	cap = capacity_bytes();
 	for (; i < argc; i++) {
