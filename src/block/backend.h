@@ -108,9 +108,11 @@ bool blkq_spin(struct blk_queue *q, uint64_t ns, bool (*more)(void *),
  * poll for up to 32 us by default). */
 #define BLKQ_SPIN_NS 50000
 /* ... while at most this many requests are in flight; deeper, only this
- * long after completions or new requests (the driver refilling). */
+ * long after completions (the driver seeing them and refilling). */
 #define BLKQ_SPIN_MAX_INFLIGHT 2
 #define BLKQ_SPIN_REFILL_NS 15000
+/* ... and this long after new requests alone (the refill's burst). */
+#define BLKQ_SPIN_BURST_NS 3000
 
 /* Requests queued or in flight. */
 unsigned int blkq_inflight(const struct blk_queue *q);

@@ -132,16 +132,21 @@ static bool spin_ring(struct vqworker *w, uint64_t ns)
 	return true;
 }
 
+/* What the last turn of the loop did. */
+enum activity { IDLE, POPPED, REAPED };
+
 /* How long to spin before sleeping: at low depth a sleep and a wakeup per
  * request cost more than the I/O, so wait there for the completion or the
- * next request; at any depth, right after completions or new requests,
- * wait briefly for the driver to refill the ring (at depth its kicks are
- * off, and a request left in the ring would wait for the next completion). */
-static uint64_t spin_ns(const struct vqworker *w, bool busy)
+ * next request; at any depth, right after completions, wait briefly for
+ * the driver to see them and refill the ring (at depth its kicks are off,
+ * and a request left in the ring would wait for the next completion); right
+ * after new requests only, wait less: a driver's refill comes in a burst. */
+static uint64_t spin_ns(const struct vqworker *w, enum activity last)
 {
 	if (w->inflight <= BLKQ_SPIN_MAX_INFLIGHT)
 		return BLKQ_SPIN_NS;
-	return busy ? BLKQ_SPIN_REFILL_NS : 0;
+	return last == REAPED ? BLKQ_SPIN_REFILL_NS :
+	       last == POPPED ? BLKQ_SPIN_BURST_NS : 0;
 }
 
 static void *queue_thread(void *arg)
@@ -152,8 +157,9 @@ static void *queue_thread(void *arg)
 	process_ring(w);
 	arm_kick(w);
 	blkq_submit(w->bq);
-	for (bool busy = false;;) {
+	for (enum activity last = IDLE;;) {
 		bool stop = stopping(w);
+		bool busy;
 		uint64_t ns;
 		int ret;
 
@@ -162,7 +168,7 @@ static void *queue_thread(void *arg)
 		if (!stop && !w->kick_armed && !w->inflight)
 			arm_kick(w);	/* stalled or failed to arm */
 		qwake_arm(&w->wake, w->bq);
-		ns = stop ? 0 : spin_ns(w, busy);
+		ns = stop ? 0 : spin_ns(w, last);
 		busy = ns && spin_ring(w, ns);
 		/* (kicks stay off if a completion ended the spin) */
 		if (!busy && !blkq_spin(w->bq, 0, NULL, NULL) && !may_sleep(w)) {
@@ -172,7 +178,7 @@ static void *queue_thread(void *arg)
 		/* After a pop, reap without sleeping and spin again on what
 		 * was just started. */
 		ret = blkq_reap(w->bq, !busy);
-		busy = busy || ret > 0;
+		last = ret > 0 ? REAPED : busy ? POPPED : IDLE;
 		if (ret < 0) {
 			pr_err("%s queue %u: io_uring: %s", w->name, w->index,
 			       strerror(-ret));
