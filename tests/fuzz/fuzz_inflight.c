@@ -1,0 +1,96 @@
+/* libFuzzer harness for inflight I/O tracking (vhost-user INFLIGHT_SHMFD):
+ * the inflight region comes from the front-end, so a back-end restarted on
+ * it reads an adversary's data. The input is that region plus guest RAM
+ * with a ring; the device recovers from the region (virtq_init), pops every
+ * chain it can (resubmitted ones first), checks each iovec lies inside
+ * guest RAM, and pushes it back. Nothing may crash or index outside the
+ * region, and once every popped chain is pushed the region must say so.
+ *
+ * Input: [u8 flags][u8 size exponent | last_avail << 4][region][RAM...]
+ * flags: bit 0 keep the region's version (else 1), bit 1 keep its desc_num
+ * (else the queue size), bit 2 indirect, bit 3 event index. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "virtio/ring.h"
+
+#define REGION (32u << 10)
+#define MAXQ 256
+
+static uint8_t ram[2][REGION];
+static uint64_t region_mem[(16 + 16 * MAXQ + 63) / 8 + 8];
+static struct virtq_resubmit resubmit[MAXQ];
+
+static bool inside(const struct iovec *v)
+{
+	for (int i = 0; i < 2; i++) {
+		uint8_t *b = v->iov_base;
+
+		if (b >= ram[i] && b + v->iov_len <= ram[i] + REGION &&
+		    b + v->iov_len >= b)
+			return true;
+	}
+	return false;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct virtq_inflight_region *r = (struct virtq_inflight_region *)region_mem;
+	struct virtq_inflight inf = { r, resubmit, 0, 0, 0 };
+	struct gmem mem = { .n = 2 };
+	struct virtq vq = { 0 };
+	struct iovec iov[64];
+	struct virtq_elem e;
+	size_t rlen;
+	uint8_t flags, b1;
+
+	if (size < 2)
+		return 0;
+	flags = data[0];
+	b1 = data[1];
+	vq.size = 1u << (b1 % 9);		/* 1 .. 256 */
+	rlen = virtq_inflight_region_size(vq.size);
+	data += 2;
+	size -= 2;
+	memset(region_mem, 0, sizeof(region_mem));
+	memcpy(region_mem, data, size < rlen ? size : rlen);
+	data += size < rlen ? size : rlen;
+	size -= size < rlen ? size : rlen;
+	if (!(flags & 1))
+		r->version = VIRTQ_INFLIGHT_VERSION;
+	if (!(flags & 2))
+		r->desc_num = vq.size;
+	memset(ram, 0, sizeof(ram));
+	memcpy(ram, data, size < sizeof(ram) ? size : sizeof(ram));
+	mem.r[0] = (struct gmem_region){ 0, REGION, ram[0] };
+	mem.r[1] = (struct gmem_region){ REGION, REGION, ram[1] };
+	vq.mem = &mem;
+	vq.desc_gpa = 0;
+	vq.avail_gpa = 16u * vq.size;
+	vq.used_gpa = (vq.avail_gpa + 6 + 2u * vq.size + 3) & ~3u;
+	vq.kick_fd = vq.call_fd = -1;
+	vq.indirect = flags & 4;
+	vq.event_idx = flags & 8;
+	vq.last_avail = b1 >> 4;	/* SET_VRING_BASE, used when fresh */
+	vq.inflight = &inf;
+	if (virtq_init(&vq))
+		return 0;
+	if (virtq_inflight_pending(&vq) > vq.size)
+		abort();
+	for (unsigned int n = 0; n < 2u * vq.size + 2; n++) {
+		int ret = virtq_pop(&vq, &e, iov, 64);
+
+		if (ret <= 0)
+			break;
+		if (e.head >= vq.size || !r->desc[e.head].inflight)
+			abort();
+		for (unsigned int i = 0; i < e.out_num + e.in_num; i++)
+			if (!inside(&iov[i]))
+				abort();
+		virtq_push(&vq, e.head, (uint32_t)e.in_len);
+		if (r->desc[e.head].inflight || r->used_idx != vq.used_idx)
+			abort();
+	}
+	return 0;
+}
