@@ -471,7 +471,9 @@ static int do_set_vring_base(struct vhu_server *s, struct vhu_msg *m)
 
 /* Stops the ring: every request in flight completes and is pushed to the
  * used ring before the index is reported, so the front-end can resume (or
- * migrate) from a consistent point. */
+ * migrate) from a consistent point. (Requests recovered from an inflight
+ * buffer and not yet popped again when the ring stops stay flagged there:
+ * the next start with that buffer runs them.) */
 static int do_get_vring_base(struct vhu_server *s, struct vhu_msg *m)
 {
 	struct vhu_vring_state st;
