@@ -95,6 +95,12 @@ int blkq_submit(struct blk_queue *q);
  * blkq_reap. Returns the number reaped or -errno. */
 int blkq_reap(struct blk_queue *q, bool wait);
 
+/* Blocks until a completion (or a watched fd) is ready to reap, sending
+ * everything queued in the same system call, without reaping it: the
+ * caller can act between waking and its callbacks. Returns at once when
+ * one is ready or nothing is in flight. Returns 0 or -errno. */
+int blkq_wait(struct blk_queue *q);
+
 /* Sends what is queued, then busy-polls for up to ns nanoseconds until a
  * completion (or a watched fd, see blkq_poll) is ready to reap, or until
  * more(arg) says other work arrived (a device polls its avail ring here;

@@ -726,6 +726,20 @@ bool blkq_spin(struct blk_queue *q, uint64_t ns, bool (*more)(void *),
 	}
 }
 
+int blkq_wait(struct blk_queue *q)
+{
+	if (q->deferred)
+		return 0;
+	while (!io_uring_cq_ready(&q->ring) && (q->used || q->polls_used)) {
+		int ret = io_uring_submit_and_wait(&q->ring, 1);
+
+		if (ret < 0 && ret != -EINTR && ret != -EBUSY)
+			return ret;
+		q->unsubmitted = 0;
+	}
+	return 0;
+}
+
 int blkq_reap(struct blk_queue *q, bool wait)
 {
 	int n;

@@ -137,13 +137,16 @@ enum activity { IDLE, POPPED, REAPED };
 
 /* How long to spin before sleeping: at low depth a sleep and a wakeup per
  * request cost more than the I/O, so wait there for the completion or the
- * next request; at any depth, right after completions, wait briefly for
- * the driver to see them and refill the ring (at depth its kicks are off,
- * and a request left in the ring would wait for the next completion); right
- * after new requests only, wait less: a driver's refill comes in a burst. */
+ * next request (and at any depth where sleeping turns kicks back on: a
+ * kick costs the guest an exit); deeper, right after completions, wait
+ * briefly for the driver to see them and refill the ring (its kicks are
+ * off, and a request left in the ring would wait for the next completion);
+ * right after new requests only, wait less: a driver's refill comes in a
+ * burst. */
 static uint64_t spin_ns(const struct vqworker *w, enum activity last)
 {
-	if (w->inflight <= BLKQ_SPIN_MAX_INFLIGHT)
+	if (w->inflight <= BLKQ_SPIN_MAX_INFLIGHT ||
+	    w->inflight < VIRTQ_KICKS_OFF_INFLIGHT)
 		return BLKQ_SPIN_NS;
 	return last == REAPED ? BLKQ_SPIN_REFILL_NS :
 	       last == POPPED ? BLKQ_SPIN_BURST_NS : 0;
@@ -176,8 +179,14 @@ static void *queue_thread(void *arg)
 			busy = true;
 		}
 		/* After a pop, reap without sleeping and spin again on what
-		 * was just started. */
-		ret = blkq_reap(w->bq, !busy);
+		 * was just started. A sleep may end with kicks on: off again
+		 * before the completions are pushed, or a driver that sees one
+		 * may answer with a new request and a kick at once. */
+		ret = busy ? 0 : blkq_wait(w->bq);
+		if (!ret && !busy && !w->broken)
+			virtq_disable_kicks(w->vq);
+		if (!ret)
+			ret = blkq_reap(w->bq, false);
 		last = ret > 0 ? REAPED : busy ? POPPED : IDLE;
 		if (ret < 0) {
 			pr_err("%s queue %u: io_uring: %s", w->name, w->index,
