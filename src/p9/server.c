@@ -492,6 +492,25 @@ static int node_stat(struct p9_node *n, struct stat *st)
 	return 0;
 }
 
+/* Tremove and Trename act on the name a fid was walked by. That name goes
+ * stale when another fid renames or removes the file (nodes keep the name
+ * they were reached by), and may by then name another file: refuse with
+ * ESTALE unless the name still leads to the node's own file. st gets the
+ * node's stat. */
+static int node_name_check(struct p9_node *n, struct stat *st)
+{
+	struct stat by_name;
+	int ret = node_stat(n, st);
+
+	if (ret)
+		return ret;
+	if (fstatat(n->parent->fd, n->name, &by_name, AT_SYMLINK_NOFOLLOW))
+		return errno == ENOENT ? -ESTALE : -errno;
+	if (by_name.st_dev != st->st_dev || by_name.st_ino != st->st_ino)
+		return -ESTALE;
+	return 0;
+}
+
 static void make_qid(struct p9_server *srv, const struct stat *st,
 		     struct p9_qid *q)
 {
@@ -1207,6 +1226,7 @@ static int h_rename(struct op *o)
 	struct p9_fid *f = fid_get(o->s, o->m->u.trename.fid);
 	struct p9_fid *d = fid_get(o->s, o->m->u.trename.dfid);
 	char name[P9_NAME_MAX + 1];
+	struct stat st;
 	int ret;
 
 	if (!d || !f) {
@@ -1218,6 +1238,8 @@ static int h_rename(struct op *o)
 		ret = -EROFS;
 	if (!ret && !f->node->parent)
 		ret = -EBUSY;	/* the export root */
+	if (!ret)
+		ret = node_name_check(f->node, &st);
 	if (!ret && renameat(f->node->parent->fd, f->node->name, d->node->fd,
 			     name))
 		ret = -errno;
@@ -1318,7 +1340,7 @@ static int h_remove(struct op *o)
 	else if (!f->node->parent)
 		ret = -EBUSY;
 	else
-		ret = node_stat(f->node, &st);
+		ret = node_name_check(f->node, &st);
 	if (!ret && unlinkat(f->node->parent->fd, f->node->name,
 			     S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0))
 		ret = -errno;

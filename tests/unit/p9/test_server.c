@@ -284,6 +284,36 @@ static void test_basic_file_ops(void **state)
 	assert_int_equal(p9c_fidop(c, P9_TCLUNK, 4), -EBADF);
 	assert_int_equal(p9c_fidop(c, P9_TCLUNK, 6), 0);
 	assert_int_equal(p9c_unlinkat(c, 0, "d", P9_AT_REMOVEDIR), 0);
+	/* a fid whose name went stale (its file renamed through another fid,
+	 * another file created under the old name) removes and renames
+	 * nothing: ESTALE, and both files stay */
+	assert_int_equal(p9c_walk(c, 0, 8, "stale"), -ENOENT);
+	assert_int_equal(p9c_walk(c, 0, 8, ""), 0);
+	assert_int_equal(p9c_lcreate(c, 8, "stale", 0x2 /* O_RDWR */, 0644), 0);
+	assert_int_equal(p9c_fidop(c, P9_TCLUNK, 8), 0);
+	assert_int_equal(p9c_walk(c, 0, 9, "stale"), 0);
+	assert_int_equal(p9c_renameat(c, 0, "stale", 0, "kept"), 0);
+	assert_int_equal(p9c_walk(c, 0, 8, ""), 0);
+	assert_int_equal(p9c_lcreate(c, 8, "stale", 0x2, 0644), 0);
+	assert_int_equal(p9c_fidop(c, P9_TCLUNK, 8), 0);
+	{
+		struct p9_msg t = { .type = P9_TRENAME };
+
+		t.u.trename.fid = 9;
+		t.u.trename.dfid = 0;
+		t.u.trename.name = S("moved2");
+		assert_int_equal(p9c_rpc(c, &t), -ESTALE);
+	}
+	assert_int_equal(p9c_fidop(c, P9_TREMOVE, 9), -ESTALE);
+	at(e, "stale", p, sizeof(p));
+	assert_int_equal(stat(p, &st), 0);
+	at(e, "kept", p, sizeof(p));
+	assert_int_equal(stat(p, &st), 0);
+	/* the name gone altogether: ESTALE too */
+	assert_int_equal(p9c_walk(c, 0, 9, "kept"), 0);
+	assert_int_equal(p9c_unlinkat(c, 0, "kept", 0), 0);
+	assert_int_equal(p9c_fidop(c, P9_TREMOVE, 9), -ESTALE);
+	assert_int_equal(p9c_unlinkat(c, 0, "stale", 0), 0);
 	/* a mode asked for is not changed by the process umask */
 	memset(buf, 0, sizeof(buf));
 	stop(e);
