@@ -92,13 +92,11 @@ static int fail(struct vhu_server *s, int ret, const char *fmt, ...)
 	return ret;
 }
 
-/* Sends a reply. The socket has a send timeout (vhu_server_serve), so a
- * client that stops reading its replies is dropped, not waited for. */
-static int reply(struct vhu_server *s, const struct vhu_msg *m,
-		 const void *payload, uint32_t size)
+/* The status of sending a reply (vhu_msg_reply*). The socket has a send
+ * timeout (vhu_server_serve), so a client that stops reading its replies is
+ * dropped, not waited for. */
+static int reply_sent(struct vhu_server *s, int ret)
 {
-	int ret = vhu_msg_reply(s->sock, m, payload, size);
-
 	if (ret == -EAGAIN)
 		return fail(s, -ETIMEDOUT,
 			    "cannot send a reply: the client has not read its replies for %u ms",
@@ -106,6 +104,12 @@ static int reply(struct vhu_server *s, const struct vhu_msg *m,
 	if (ret)
 		return fail(s, ret, "cannot send a reply: %s", strerror(-ret));
 	return 0;
+}
+
+static int reply(struct vhu_server *s, const struct vhu_msg *m,
+		 const void *payload, uint32_t size)
+{
+	return reply_sent(s, vhu_msg_reply(s->sock, m, payload, size));
 }
 
 static void close_fd(int *fd)
@@ -623,13 +627,7 @@ static int do_get_inflight_fd(struct vhu_server *s, struct vhu_msg *m)
 	in.mmap_offset = 0;
 	ret = vhu_msg_reply_fd(s->sock, m, &in, sizeof(in), fd);
 	close(fd);
-	if (ret == -EAGAIN)
-		return fail(s, -ETIMEDOUT,
-			    "cannot send a reply: the client has not read its replies for %u ms",
-			    s->send_timeout_ms);
-	if (ret)
-		return fail(s, ret, "cannot send a reply: %s", strerror(-ret));
-	return 0;
+	return reply_sent(s, ret);
 }
 
 /* The buffer comes back (at every start, and to a new back-end after a
