@@ -13,32 +13,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "virtio/ring.h"
+#include "ringfuzz.h"
 
-#define REGION (32u << 10)
 #define MAXQ 256
 
-static uint8_t ram[2][REGION];
 static uint64_t region_mem[(16 + 16 * MAXQ + 63) / 8 + 8];
 static struct virtq_resubmit resubmit[MAXQ];
-
-static bool inside(const struct iovec *v)
-{
-	for (int i = 0; i < 2; i++) {
-		uint8_t *b = v->iov_base;
-
-		if (b >= ram[i] && b + v->iov_len <= ram[i] + REGION &&
-		    b + v->iov_len >= b)
-			return true;
-	}
-	return false;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct virtq_inflight_region *r = (struct virtq_inflight_region *)region_mem;
 	struct virtq_inflight inf = { r, resubmit, 0, 0, 0 };
-	struct gmem mem = { .n = 2 };
+	struct gmem mem = { 0 };
 	struct virtq vq = { 0 };
 	struct iovec iov[64];
 	struct virtq_elem e;
@@ -61,15 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		r->version = VIRTQ_INFLIGHT_VERSION;
 	if (!(flags & 2))
 		r->desc_num = vq.size;
-	memset(ram, 0, sizeof(ram));
-	memcpy(ram, data, size < sizeof(ram) ? size : sizeof(ram));
-	mem.r[0] = (struct gmem_region){ 0, REGION, ram[0] };
-	mem.r[1] = (struct gmem_region){ REGION, REGION, ram[1] };
-	vq.mem = &mem;
-	vq.desc_gpa = 0;
-	vq.avail_gpa = 16u * vq.size;
-	vq.used_gpa = (vq.avail_gpa + 6 + 2u * vq.size + 3) & ~3u;
-	vq.kick_fd = vq.call_fd = -1;
+	ringfuzz_load(&mem, &vq, data, size);
 	vq.indirect = flags & 4;
 	vq.event_idx = flags & 8;
 	vq.last_avail = b1 >> 4;	/* SET_VRING_BASE, used when fresh */
@@ -86,7 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (e.head >= vq.size || !r->desc[e.head].inflight)
 			abort();
 		for (unsigned int i = 0; i < e.out_num + e.in_num; i++)
-			if (!inside(&iov[i]))
+			if (!ringfuzz_inside(&iov[i]))
 				abort();
 		virtq_push(&vq, e.head, (uint32_t)e.in_len);
 		if (r->desc[e.head].inflight || r->used_idx != vq.used_idx)

@@ -10,27 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "virtio/ring.h"
-
-#define REGION (32u << 10)
-
-static uint8_t ram[2][REGION];
-
-static bool inside(const struct iovec *v)
-{
-	for (int i = 0; i < 2; i++) {
-		uint8_t *b = v->iov_base;
-
-		if (b >= ram[i] && b + v->iov_len <= ram[i] + REGION &&
-		    b + v->iov_len >= b)
-			return true;
-	}
-	return false;
-}
+#include "ringfuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct gmem mem = { .n = 2 };
+	struct gmem mem = { 0 };
 	struct virtq vq = { 0 };
 	struct iovec iov[64];
 	struct virtq_elem e;
@@ -39,16 +23,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 2)
 		return 0;
 	flags = data[0];
-	memset(ram, 0, sizeof(ram));
-	memcpy(ram, data + 2, size - 2 < sizeof(ram) ? size - 2 : sizeof(ram));
-	mem.r[0] = (struct gmem_region){ 0, REGION, ram[0] };
-	mem.r[1] = (struct gmem_region){ REGION, REGION, ram[1] };
-	vq.mem = &mem;
 	vq.size = 1u << (data[1] % 9);		/* 1 .. 256 */
-	vq.desc_gpa = 0;
-	vq.avail_gpa = 16u * vq.size;
-	vq.used_gpa = (vq.avail_gpa + 6 + 2u * vq.size + 3) & ~3u;
-	vq.kick_fd = vq.call_fd = -1;
+	ringfuzz_load(&mem, &vq, data + 2, size - 2);
 	vq.indirect = flags & 1;
 	vq.event_idx = flags & 2;
 	vq.last_avail = data[1] >> 4;
@@ -66,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (e.out_num + e.in_num > max)
 			abort();
 		for (unsigned int i = 0; i < e.out_num + e.in_num; i++)
-			if (!inside(&iov[i]))
+			if (!ringfuzz_inside(&iov[i]))
 				abort();
 		/* touch every byte the device would read or write */
 		for (unsigned int i = 0; i < e.out_num + e.in_num; i++)
