@@ -1500,7 +1500,9 @@ static int h_readdir(struct op *o)
 	uint64_t off = o->m->u.tread.offset;
 	char dbuf[4096] __attribute__((aligned(8)));
 	uint32_t room, used = 0;
+	uint64_t dev_bits = 0;
 	bool full = false;
+	struct stat dst;
 	int ret, fd;
 
 	if (!f)
@@ -1513,6 +1515,10 @@ static int h_readdir(struct op *o)
 		goto out;
 	}
 	fd = atomic_load(&f->ofd);
+	/* Entries get the qid path make_qid would give them: inode numbers of
+	 * a file system mounted inside the export carry its device. */
+	if (!fstat(fd, &dst) && dst.st_dev != o->srv->root_dev)
+		dev_bits = (uint64_t)dst.st_dev << 40;
 	pthread_mutex_lock(&f->lock);
 	if (off > INT64_MAX || lseek(fd, off, SEEK_SET) < 0) {
 		ret = off > INT64_MAX ? -EINVAL : -errno;
@@ -1533,7 +1539,7 @@ static int h_readdir(struct op *o)
 			uint8_t e[P9_QIDSZ + 8 + 1 + 2];
 			uint8_t qt = d->d_type == DT_DIR ? P9_QTDIR :
 				     d->d_type == DT_LNK ? P9_QTSYMLINK : P9_QTFILE;
-			uint64_t ino = d->d_ino, doff = d->d_off;
+			uint64_t ino = d->d_ino ^ dev_bits, doff = d->d_off;
 
 			pos += d->d_reclen;
 			if (p9_dirent_size(nl) > room - used) {

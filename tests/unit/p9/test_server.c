@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -115,6 +116,9 @@ static int teardown(void **state)
 
 	if (e->srv)
 		stop(e);
+	/* test_readdir_submount's tmpfs, if a failed assertion left it */
+	snprintf(cmd, sizeof(cmd), "%s/mnt", e->share);
+	umount2(cmd, MNT_DETACH);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", e->dir);
 	if (system(cmd))
 		return -1;
@@ -317,6 +321,45 @@ static void test_basic_file_ops(void **state)
 	/* a mode asked for is not changed by the process umask */
 	memset(buf, 0, sizeof(buf));
 	stop(e);
+}
+
+/* A file system mounted inside the export: readdir gives its entries the
+ * qid path a walk gives them (device folded in). Needs mount rights. */
+static void test_readdir_submount(void **state)
+{
+	struct env *e = *state;
+	struct p9c *c = &e->c;
+	struct p9_dirent d;
+	char mnt[256], p[300];
+	uint64_t walked;
+	bool seen = false;
+	size_t pos = 0;
+
+	snprintf(mnt, sizeof(mnt), "%s/mnt", e->share);
+	assert_int_equal(mkdir(mnt, 0755), 0);
+	if (mount("iovm-test", mnt, "tmpfs", 0, "size=1m")) {
+		printf("SKIPPED: cannot mount a tmpfs here (%s)\n",
+		       strerror(errno));
+		skip();
+	}
+	snprintf(p, sizeof(p), "%s/f", mnt);
+	close(open(p, O_CREAT | O_WRONLY, 0644));
+	start(e, false, 65536, NULL);
+	assert_int_equal(p9c_walk(c, 0, 1, "mnt/f"), 0);
+	walked = c->r.u.rwalk.wqid[1].path;
+	assert_int_equal(p9c_walk(c, 0, 2, "mnt"), 0);
+	assert_int_equal(p9c_lopen(c, 2, O_RDONLY), 0);
+	assert_int_equal(p9c_readdir(c, 2, 0, 4096), 0);
+	while (p9_dirent_next(c->r.u.rdata.data, c->r.u.rdata.count, &pos,
+			      &d) == 1) {
+		if (d.name.len == 1 && d.name.s[0] == 'f') {
+			assert_true(d.qid.path == walked);
+			seen = true;
+		}
+	}
+	assert_true(seen);
+	stop(e);
+	umount2(mnt, MNT_DETACH);
 }
 
 static void test_readdir(void **state)
@@ -1376,6 +1419,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_basic_file_ops, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_readdir, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_readdir_submount, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_locks, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_xattr, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_confinement, setup, teardown),
