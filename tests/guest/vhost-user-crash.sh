@@ -16,13 +16,7 @@ usage="usage: vhost-user-crash.sh IOVM GUEST_DIR"
 iovm=$(realpath "${1:?$usage}")
 guest=$(realpath "${2:?$usage}")
 
-skip() { echo "SKIPPED: $*"; exit 77; }
-die() { echo "FAIL: $*"; exit 1; }
-
-harness=$(dirname "$(realpath "$0")")/qemu-tcg.sh
-[ -r "$guest/vmlinux" ] && [ -r "$guest/initramfs.cpio.gz" ] ||
-	skip "no guest image in $guest (run tools/mkguest.sh $guest)"
-command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 missing"
+. "$(dirname "$(realpath "$0")")/lib.sh"
 command -v python3 >/dev/null || skip "python3 missing"
 
 work=$(mktemp -d /tmp/iovm-vhost-crash.XXXXXX)

@@ -24,13 +24,7 @@ iovm=$(realpath "${2:?$usage}")
 guest=$(realpath "${3:?$usage}")
 case "$type" in blk|scsi) ;; *) echo "$usage" >&2; exit 2 ;; esac
 
-skip() { echo "SKIPPED: $*"; exit 77; }
-die() { echo "FAIL: $*"; exit 1; }
-
-harness=$(dirname "$(realpath "$0")")/qemu-tcg.sh
-[ -r "$guest/vmlinux" ] && [ -r "$guest/initramfs.cpio.gz" ] ||
-	skip "no guest image in $guest (run tools/mkguest.sh $guest)"
-command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 missing"
+. "$(dirname "$(realpath "$0")")/lib.sh"
 
 work=$(mktemp -d "/tmp/iovm-vhost-$type.XXXXXX")
 pids=""

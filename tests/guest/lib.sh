@@ -1,0 +1,12 @@
+# Shared by the vhost-user guest tests (vhost-user.sh, vhost-user-crash.sh),
+# sourced once $guest (the guest image folder) is set: their skip and fail
+# exits, the QEMU TCG harness beside them, and the skips for a missing
+# guest image or QEMU. Not a command.
+
+skip() { echo "SKIPPED: $*"; exit 77; }
+die() { echo "FAIL: $*"; exit 1; }
+
+harness=$(dirname "$(realpath "$0")")/qemu-tcg.sh
+[ -r "$guest/vmlinux" ] && [ -r "$guest/initramfs.cpio.gz" ] ||
+	skip "no guest image in $guest (run tools/mkguest.sh $guest)"
+command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 missing"
