@@ -21,11 +21,7 @@
 #              hosts with fewer idle cores than client + back-end threads)
 set -eu
 
-build=$(realpath "${1:-build}")
-iovm=$build/iovm
-client=$build/bench/vhost-client
-file=${FILE:-/var/tmp/iovm-vhost-bench.img}
-size_mb=${SIZE_MB:-256}
+. "$(dirname "$0")/vhost-lib.sh"
 t=${TIME:-5}
 rounds=${ROUNDS:-1}
 yield=
@@ -36,59 +32,18 @@ randwrite-4k-qd32:randwrite:4k:32 seqread-64k-qd16:read:64k:16
 seqwrite-64k-qd16:write:64k:16"
 
 floor=$build/bench/blk-floor
-for p in "$iovm" "$client" "$floor"; do
-	[ -x "$p" ] || { echo "vhost.sh: $p missing (ninja -C $build)" >&2; exit 1; }
-done
+need_built "$iovm" "$client" "$floor"
 for p in qemu-storage-daemon; do
 	command -v $p >/dev/null || { echo "vhost.sh: $p missing (tools/install-deps.sh)" >&2; exit 1; }
 done
 
-work=$(mktemp -d /tmp/iovm-vhost-bench.XXXXXX)
-bpid=""
-cleanup() {
-	[ -z "$bpid" ] || kill "$bpid" 2>/dev/null || true
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
-
-# A fully written file: reads must reach the disk, not holes.
-if [ ! -f "$file" ] || [ "$(stat -c %s "$file")" != $((size_mb * 1048576)) ]; then
-	echo "vhost.sh: writing $size_mb MiB test file $file" >&2
-	dd if=/dev/urandom of="$file" bs=1M count="$size_mb" oflag=direct status=none
-fi
-
-wait_sock() {
-	for _ in $(seq 100); do
-		[ -S "$1" ] && return 0
-		sleep 0.05
-	done
-	echo "vhost.sh: no socket at $1" >&2
-	cat "$work"/*.log >&2
-	exit 1
-}
-
-# run_client NAME JOB: one job against the back-end on $work/NAME.sock
-run_client() {
-	"$client" --socket "$work/$1.sock" --pid "$bpid" --time "$t" $yield "$2" |
-		sed "s/^/backend=$1 /" >>"$work/results"
-}
-
-stop_backend() {
-	kill "$bpid"
-	wait "$bpid" 2>/dev/null || true
-	bpid=""
-}
+make_work iovm-vhost-bench
+make_file
 
 run_iovm() {
-	rm -f "$work/iovm.sock"
-	"$iovm" vhost-user-blk --socket "$work/iovm.sock" --disk "path=$file,cache=none" \
-		--once >"$work/iovm.log" 2>&1 &
-	bpid=$!
-	wait_sock "$work/iovm.sock"
-	run_client iovm "$1"
-	wait "$bpid" 2>/dev/null || true	# --once: exits after the client
-	bpid=""
+	start_iovm
+	run_client iovm backend=iovm "$1" $yield
+	wait_backend
 }
 
 run_qsd() {
@@ -99,8 +54,9 @@ run_qsd() {
 		>"$work/qsd.log" 2>&1 &
 	bpid=$!
 	wait_sock "$work/qsd.sock"
-	run_client qsd "$1"
-	stop_backend
+	run_client qsd backend=qsd "$1" $yield
+	kill "$bpid"
+	wait_backend
 }
 
 # The floor: blk-floor runs the five jobs on the file itself.
@@ -119,22 +75,8 @@ for r in $(seq "$rounds"); do
 	run_floor
 done
 
-echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), file $file ($size_mb MiB), $t s per job, median of $rounds rounds${yield:+, client $yield}"
-python3 - "$work/results" <<'EOF'
-import sys
-runs = {}
-for line in open(sys.argv[1]):
-    kv = dict(f.split("=", 1) for f in line.split())
-    runs.setdefault((kv["backend"], kv["job"]), []).append(kv)
-# Per set-up and job, the run with the median IOPS (all its figures).
-rows = {}
-for key, rs in runs.items():
-    rs.sort(key=lambda kv: float(kv["iops"]))
-    rows[key] = rs[len(rs) // 2]
-jobs = []
-for (b, j) in rows:
-    if j not in jobs:
-        jobs.append(j)
+print_header "${yield:+, client $yield}"
+{ printf "%s\n" "$median_py"; cat <<'EOF'; } | python3 - "$work/results" backend
 print("| job | backend | IOPS | MB/s | avg lat µs | p99 lat µs | CPU µs/IO |")
 print("|---|---|---:|---:|---:|---:|---:|")
 for j in jobs:
