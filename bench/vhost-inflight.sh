@@ -4,7 +4,8 @@
 # from bench/vhost-client without and with --inflight, alternated, on the
 # same file in the same run. Prints the median run of each (by IOPS) and the
 # ratios.
-# Usage: bench/vhost-inflight.sh [BUILD_DIR]   (env: FILE, SIZE_MB, TIME, ROUNDS)
+# Usage: bench/vhost-inflight.sh [BUILD_DIR]   (env: FILE, SIZE_MB, TIME, ROUNDS;
+#        -h, --help: this text)
 # Run it under /work/heavy (or alone on the machine).
 set -eu
 

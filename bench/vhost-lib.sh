@@ -4,6 +4,11 @@
 # median selection of the result tables. Not a command.
 
 me=${0##*/}
+# -h, --help: the script's header comment (what it measures, its usage
+# and environment).
+case ${1:-} in
+-h | --help) sed -n '2,/^set -eu/s/^# \{0,1\}//p' "$0"; exit 0 ;;
+esac
 build=$(realpath "${1:-build}")
 iovm=$build/iovm
 client=$build/bench/vhost-client

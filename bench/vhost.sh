@@ -13,7 +13,7 @@
 # its threads; for the floor, blk-floor's own CPU), and ratios against qsd
 # and the floor.
 #
-# Usage: bench/vhost.sh [BUILD_DIR]     (default build)
+# Usage: bench/vhost.sh [BUILD_DIR]     (default build; -h, --help: this text)
 # Environment: FILE (default /var/tmp/iovm-vhost-bench.img), SIZE_MB (256),
 #              TIME seconds per job (5), ROUNDS (1; the run with the median IOPS of
 #              ROUNDS is reported per job),
