@@ -36,6 +36,7 @@
 #include "vhost/proto.h"
 #include "virtio/blk.h"
 #include "virtio/ring.h"
+#include "vwire.h"
 
 #define QSIZE 256
 #define MAX_QD 128
@@ -63,65 +64,45 @@ static void send_msg(uint32_t req, uint32_t flags, const void *p, uint32_t size,
 		     const int *fds, unsigned int nfds)
 {
 	struct vhu_hdr h = { req, VHU_VERSION | flags, size };
-	struct iovec iov[2] = { { &h, sizeof(h) }, { (void *)p, size } };
-	union {
-		char buf[CMSG_SPACE(8 * sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
-	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2 };
 
-	if (nfds) {
-		struct cmsghdr *c;
-
-		memset(&ctl, 0, sizeof(ctl));
-		mh.msg_control = ctl.buf;
-		mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-		memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
-	}
-	if (sendmsg(sock, &mh, 0) != (ssize_t)(sizeof(h) + size))
+	if (vwire_send(sock, &h, p, fds, nfds, 0) != (ssize_t)(sizeof(h) + size))
 		die("send request %u: %s", req, strerror(errno));
 }
 
-static uint32_t recv_reply(uint32_t req, void *p, uint32_t max)
+/* Reads the reply to req into p; returns the reply's fd (-1: none). */
+static int recv_reply_hdr(uint32_t req, void *p, uint32_t max, uint32_t *size)
 {
 	struct vhu_hdr h;
+	int fd;
 
-	if (recv(sock, &h, sizeof(h), MSG_WAITALL) != sizeof(h))
+	if (vwire_recv_hdr(sock, &h, &fd) != sizeof(h))
 		die("no reply to request %u", req);
 	if (h.request != req || h.size > max)
 		die("bad reply to request %u", req);
 	if (h.size && recv(sock, p, h.size, MSG_WAITALL) != h.size)
 		die("short reply to request %u", req);
-	return h.size;
+	*size = h.size;
+	return fd;
+}
+
+static uint32_t recv_reply(uint32_t req, void *p, uint32_t max)
+{
+	uint32_t size;
+	int fd = recv_reply_hdr(req, p, max, &size);
+
+	if (fd >= 0)
+		close(fd);
+	return size;
 }
 
 /* GET_INFLIGHT_FD's reply carries the buffer's fd. */
 static int recv_reply_fd(uint32_t req, void *p, uint32_t max)
 {
-	struct vhu_hdr h;
-	struct iovec iov = { &h, sizeof(h) };
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
-			     .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf) };
-	struct cmsghdr *c;
-	int fd = -1;
+	uint32_t size;
+	int fd = recv_reply_hdr(req, p, max, &size);
 
-	if (recvmsg(sock, &mh, MSG_WAITALL) != sizeof(h))
-		die("no reply to request %u", req);
-	c = CMSG_FIRSTHDR(&mh);
-	if (c && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
-		memcpy(&fd, CMSG_DATA(c), sizeof(int));
-	if (h.request != req || h.size > max || fd < 0)
+	if (fd < 0)
 		die("bad reply to request %u", req);
-	if (h.size && recv(sock, p, h.size, MSG_WAITALL) != h.size)
-		die("short reply to request %u", req);
 	return fd;
 }
 

@@ -13,32 +13,16 @@
 
 #include "vclient.h"
 #include "vhost/proto.h"
+#include "vwire.h"
 
 void send_msg(int fd, uint32_t req, uint32_t flags, const void *payload,
 		     uint32_t size, const int *fds, unsigned int nfds)
 {
 	struct vhu_hdr h = { req, flags, size };
-	struct iovec iov[2] = { { &h, sizeof(h) }, { (void *)payload, size } };
-	union {
-		char buf[CMSG_SPACE(16 * sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
-	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = size ? 2 : 1 };
 
-	if (nfds) {
-		struct cmsghdr *cm;
-
-		memset(&ctl, 0, sizeof(ctl));
-		mh.msg_control = ctl.buf;
-		mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
-		cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-		memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
-	}
+	assert_true(nfds <= VWIRE_MAX_FDS);
 	/* The server may already have hung up on a hostile message. */
-	(void)sendmsg(fd, &mh, MSG_NOSIGNAL);
+	(void)vwire_send(fd, &h, payload, fds, nfds, MSG_NOSIGNAL);
 }
 
 void send_req(int fd, uint32_t req, const void *payload, uint32_t size)
@@ -49,23 +33,11 @@ void send_req(int fd, uint32_t req, const void *payload, uint32_t size)
 int recv_reply_fd(int fd, uint32_t req, void *payload, uint32_t max, int *rfd)
 {
 	struct vhu_hdr h;
-	struct iovec iov = { &h, sizeof(h) };
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
-			     .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf) };
-	struct cmsghdr *c;
-	ssize_t n = recvmsg(fd, &mh, MSG_WAITALL | MSG_CMSG_CLOEXEC);
+	ssize_t n = vwire_recv_hdr(fd, &h, rfd);
 
-	*rfd = -1;
 	if (n == 0)
 		return -1;
 	assert_int_equal(n, sizeof(h));
-	c = CMSG_FIRSTHDR(&mh);
-	if (c && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
-		memcpy(rfd, CMSG_DATA(c), sizeof(int));
 	assert_int_equal(h.request, req);
 	assert_int_equal(h.flags, VHU_VERSION | VHU_FLAG_REPLY);
 	assert_true(h.size <= max);
