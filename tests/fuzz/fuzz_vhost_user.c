@@ -23,6 +23,7 @@
 #include "vhost/server.h"
 #include "virtio/ring.h"
 #include "virtio/virtio.h"
+#include "../unit/vhost/vwire.h"
 
 #define MAX_RECORDS 256	/* replies must fit the socket buffer */
 #define RAM_SIZE (64u << 10)
@@ -125,28 +126,11 @@ static void send_record(int sock, const uint8_t *data, size_t len, uint8_t spec)
 {
 	unsigned int nfds = spec & 3;
 	int fds[3];
-	union {
-		char buf[CMSG_SPACE(sizeof(fds))];
-		struct cmsghdr align;
-	} ctl;
 	struct iovec iov = { (void *)data, len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 
 	for (unsigned int i = 0; i < nfds; i++)
 		fds[i] = (spec & 4) ? evfd : memfd;
-	if (nfds) {
-		struct cmsghdr *cm;
-
-		memset(&ctl, 0, sizeof(ctl));
-		mh.msg_control = ctl.buf;
-		mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
-		cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-		memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
-	}
-	(void)sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+	(void)vwire_sendv(sock, &iov, 1, fds, nfds, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

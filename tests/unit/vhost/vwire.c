@@ -4,15 +4,14 @@
 
 #include "vwire.h"
 
-ssize_t vwire_send(int sock, const struct vhu_hdr *h, const void *payload,
-		   const int *fds, unsigned int nfds, int flags)
+ssize_t vwire_sendv(int sock, struct iovec *iov, unsigned int niov,
+		    const int *fds, unsigned int nfds, int flags)
 {
-	struct iovec iov[2] = { { (void *)h, sizeof(*h) }, { (void *)payload, h->size } };
 	union {
 		char buf[CMSG_SPACE(VWIRE_MAX_FDS * sizeof(int))];
 		struct cmsghdr align;
 	} ctl;
-	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = h->size ? 2 : 1 };
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = niov };
 
 	if (nfds) {
 		struct cmsghdr *cm;
@@ -27,6 +26,14 @@ ssize_t vwire_send(int sock, const struct vhu_hdr *h, const void *payload,
 		memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
 	}
 	return sendmsg(sock, &mh, flags);
+}
+
+ssize_t vwire_send(int sock, const struct vhu_hdr *h, const void *payload,
+		   const int *fds, unsigned int nfds, int flags)
+{
+	struct iovec iov[2] = { { (void *)h, sizeof(*h) }, { (void *)payload, h->size } };
+
+	return vwire_sendv(sock, iov, h->size ? 2 : 1, fds, nfds, flags);
 }
 
 ssize_t vwire_recv_hdr(int sock, struct vhu_hdr *h, int *rfd)
