@@ -751,12 +751,11 @@ int blkq_reap(struct blk_queue *q, bool wait)
 			return -errno;
 	}
 	n = reap_ready(q);
-	while (!n && wait && (q->used || q->polls_used)) {
-		int ret = io_uring_submit_and_wait(&q->ring, 1);
+	if (!n && wait) {
+		int ret = blkq_wait(q);
 
-		if (ret < 0 && ret != -EINTR && ret != -EBUSY)
+		if (ret)
 			return ret;
-		q->unsubmitted = 0;
 		n = reap_ready(q);
 	}
 	/* What the callbacks queued goes out with the caller's blkq_submit
