@@ -110,6 +110,16 @@ qemu_probe() {
 		-device isa-debug-exit,iobase=0xf4,iosize=1 "$@"
 }
 
+# run_floor NAME [ARGS...]: the floor program (on the I/O CPU with --pin),
+# its job lines recorded under NAME
+run_floor() {
+	fname=$1
+	shift
+	${pin:+taskset -c "${pin#*,}"} "$floor" "$file" --offset "$offset" \
+		--region "$region" --secs "$secs" "$@" |
+		sed -n "s/^job=/$fname job=/p" >>"$tmp/results" || failed=1
+}
+
 append="bench=blk secs=$secs region=$region region_off=$offset mode=$mode wait=$wait"
 echo "blk.sh: file=$file region=$((region >> 20))M secs=$secs mode=$mode wait=$wait rounds=$rounds pin=${pin:-no} host=$(nproc) CPUs, $(uname -r)"
 failed=0
@@ -117,14 +127,12 @@ for round in $(seq "$rounds"); do
 [ "$rounds" = 1 ] || echo "== round $round"
 case ,$only, in *,floor,*)
 	echo "== floor (io_uring, O_DIRECT)"
-	${pin:+taskset -c "${pin#*,}"} "$floor" "$file" --offset "$offset" --region "$region" --secs "$secs" |
-		tee "$tmp/floor.log" | sed -n 's/^job=/floor job=/p' >>"$tmp/results" || failed=1
+	run_floor floor
 	;;
 esac
 case ,$only, in *,floor-poll,*)
 	echo "== floor-poll (io_uring, O_DIRECT, busy-polling the completion queue)"
-	${pin:+taskset -c "${pin#*,}"} "$floor" "$file" --offset "$offset" --region "$region" --secs "$secs" --poll |
-		sed -n 's/^job=/floor-poll job=/p' >>"$tmp/results" || failed=1
+	run_floor floor-poll --poll
 	;;
 esac
 case ,$only, in *,iovm,*)
