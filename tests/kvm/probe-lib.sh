@@ -15,6 +15,17 @@ need_kvm() {
 	fi
 }
 
+# Sets qemu and bios for a QEMU run of the probe under KVM (qboot), or
+# skips the test when either is missing.
+need_qemu() {
+	qemu=$(command -v qemu-system-x86_64) || {
+		echo "SKIPPED: qemu-system-x86_64 not installed"
+		exit 77
+	}
+	bios=/usr/share/qemu/qboot.rom
+	[ -r "$bios" ] || { echo "SKIPPED: $bios missing"; exit 77; }
+}
+
 # Scratch directory on a filesystem with O_DIRECT (not tmpfs); removed on
 # exit.
 make_scratch() {

@@ -7,12 +7,7 @@ set -u
 . "$(dirname "$0")/probe-lib.sh"
 probe=$1 check=$2
 need_kvm
-qemu=$(command -v qemu-system-x86_64) || {
-	echo "SKIPPED: qemu-system-x86_64 not installed"
-	exit 77
-}
-bios=/usr/share/qemu/qboot.rom
-[ -r "$bios" ] || { echo "SKIPPED: $bios missing"; exit 77; }
+need_qemu
 make_scratch
 disk=$scratch/disk.img
 truncate -s 32M "$disk"
