@@ -229,11 +229,31 @@ static void fill(uint8_t *p, unsigned int s, unsigned int gen)
 		p[i] = (uint8_t)(s * 31 + gen * 7 + i / 64);
 }
 
+static void read_disk(struct env *e, unsigned int s, uint8_t *buf)
+{
+	FILE *f = fopen(e->path, "rb");
+
+	assert_non_null(f);
+	assert_int_equal(fseek(f, s * 4096, SEEK_SET), 0);
+	assert_int_equal(fread(buf, 1, 4096, f), 4096);
+	fclose(f);
+}
+
+/* Sector s (4 KiB) of the disk file holds fill(s, gen). */
+static void expect_disk(struct env *e, unsigned int s, unsigned int gen)
+{
+	uint8_t buf[4096], want[4096];
+
+	fill(want, s, gen);
+	read_disk(e, s, buf);
+	assert_memory_equal(buf, want, 4096);
+}
+
 static void test_config_and_io(void **state)
 {
 	struct env *e = *state;
 	struct vhu_config c = { .offset = 0, .size = 8 };
-	uint8_t buf[4096], want[4096];
+	uint8_t want[4096];
 	uint64_t cap;
 	int kick = eventfd(0, EFD_CLOEXEC);
 
@@ -274,16 +294,7 @@ static void test_config_and_io(void **state)
 	}
 	assert_int_equal(hang_up(e), 0);
 	/* The file itself. */
-	{
-		FILE *f = fopen(e->path, "rb");
-
-		assert_non_null(f);
-		assert_int_equal(fseek(f, 3 * 4096, SEEK_SET), 0);
-		assert_int_equal(fread(buf, 1, 4096, f), 4096);
-		fclose(f);
-		fill(want, 3, 1);
-		assert_memory_equal(buf, want, 4096);
-	}
+	expect_disk(e, 3, 1);
 	close(kick);
 }
 
@@ -297,8 +308,6 @@ static void test_hangup_with_writes_in_flight(void **state)
 	struct env *e = *state;
 	int kick = eventfd(0, EFD_CLOEXEC);
 	uint16_t done, base = *used_idx(e);
-	uint8_t want[4096], buf[4096];
-	FILE *f;
 
 	e->avail_idx = base;
 	start_session(e, base, kick);
@@ -313,8 +322,6 @@ static void test_hangup_with_writes_in_flight(void **state)
 	done = *used_idx(e) - base;
 	assert_true(done <= NREQ);
 	print_message("%u of %u writes completed before the hang-up\n", done, NREQ);
-	f = fopen(e->path, "rb");
-	assert_non_null(f);
 	for (uint16_t u = 0; u < done; u++) {
 		volatile uint32_t *el = (volatile uint32_t *)(e->ram + USED + 4) +
 					2 * ((base + u) % QSIZE);
@@ -322,28 +329,18 @@ static void test_hangup_with_writes_in_flight(void **state)
 
 		assert_true(s < NREQ);
 		assert_int_equal(e->ram[STATUS + s], VIRTIO_BLK_S_OK);
-		fill(want, s, 2);
-		assert_int_equal(fseek(f, s * 4096, SEEK_SET), 0);
-		assert_int_equal(fread(buf, 1, 4096, f), 4096);
-		assert_memory_equal(buf, want, 4096);
+		expect_disk(e, s, 2);
 	}
-	fclose(f);
 
 	/* The next client resumes at the used index; the rest completes. */
 	start_session(e, base + done, kick);
 	publish(e, kick);
 	wait_used(e, base + NREQ);
 	assert_int_equal(hang_up(e), 0);
-	f = fopen(e->path, "rb");
-	assert_non_null(f);
 	for (unsigned int s = 0; s < NREQ; s++) {
 		assert_int_equal(e->ram[STATUS + s], VIRTIO_BLK_S_OK);
-		fill(want, s, 2);
-		assert_int_equal(fseek(f, s * 4096, SEEK_SET), 0);
-		assert_int_equal(fread(buf, 1, 4096, f), 4096);
-		assert_memory_equal(buf, want, 4096);
+		expect_disk(e, s, 2);
 	}
-	fclose(f);
 	close(kick);
 }
 
@@ -426,16 +423,6 @@ static void test_client_truncates_ram(void **state)
 	close(kick);
 }
 
-static void read_disk(struct env *e, unsigned int s, uint8_t *buf)
-{
-	FILE *f = fopen(e->path, "rb");
-
-	assert_non_null(f);
-	assert_int_equal(fseek(f, s * 4096, SEEK_SET), 0);
-	assert_int_equal(fread(buf, 1, 4096, f), 4096);
-	fclose(f);
-}
-
 /* INFLIGHT_SHMFD: the back-end hands out the buffer (GET_INFLIGHT_FD) and
  * keeps it up to date; a new back-end given a buffer that a dead one left
  * (the state is written here by hand: four writes popped, the second and
@@ -450,7 +437,7 @@ static void test_inflight_resubmission(void **state)
 	volatile uint32_t *used;
 	int kick = eventfd(0, EFD_CLOEXEC), ifd, n;
 	uint16_t base = *used_idx(e), head[4];
-	uint8_t want[4096], buf[4096];
+	uint8_t want[4096];
 
 	/* GET_INFLIGHT_FD: a sealed memfd, zeroed (no queue used yet). */
 	connect_client(e);
@@ -529,9 +516,7 @@ static void test_inflight_resubmission(void **state)
 	assert_int_equal(*used_idx(e), (uint16_t)(base + 4));
 	for (unsigned int s = 0; s < 4; s++) {
 		assert_int_equal(e->ram[STATUS + s], VIRTIO_BLK_S_OK);
-		fill(want, s, s % 2 ? 6 : 5);
-		read_disk(e, s, buf);
-		assert_memory_equal(buf, want, 4096);
+		expect_disk(e, s, s % 2 ? 6 : 5);
 	}
 	for (unsigned int i = 0; i < QSIZE; i++)
 		assert_int_equal(r->desc[i].inflight, 0);
