@@ -426,6 +426,20 @@ static void expect_idle(void)
 	assert_int_equal(istat & (LSI_ISTAT_DIP | LSI_ISTAT_SIP), 0);
 }
 
+/* REQUEST SENSE to target t as job tag, run to completion: the 18 bytes
+ * of sense data land at DBUF + 0x1000. */
+static void request_sense(unsigned int tag, unsigned int t)
+{
+	static const uint8_t rs[6] = { 0x03, 0, 0, 0, 18, 0 };
+	const struct sg ss = { DBUF + 0x1000, 18 };
+
+	make_cmd(tag, t, rs, 6, LSI_PHASE_DATA_IN, &ss, 1);
+	queue_job(tag);
+	kick(false);
+	run();
+	expect_idle();
+}
+
 static void test_read_write_complete(void **state)
 {
 	uint8_t cdb[10];
@@ -592,9 +606,7 @@ static void test_inquiry_phase_mismatch(void **state)
 static void test_check_condition_sense(void **state)
 {
 	uint8_t cdb[10];
-	uint8_t rs[6] = { 0x03, 0, 0, 0, 18, 0 };
 	struct sg sg = { DBUF, 512 };
-	struct sg ss = { DBUF + 0x1000, 18 };
 
 	rw10(cdb, 0x28, DISK_SIZE / 512, 1);	/* past the end */
 	make_cmd(1, 0, cdb, 10, LSI_PHASE_DATA_IN, &sg, 1);
@@ -604,11 +616,7 @@ static void test_check_condition_sense(void **state)
 	expect_idle();
 	assert_int_equal(ram[dsa_of(1) + OFF_STATUS_BYTE],
 			 SAM_STAT_CHECK_CONDITION);
-	make_cmd(2, 0, rs, 6, LSI_PHASE_DATA_IN, &ss, 1);
-	queue_job(2);
-	kick(false);
-	run();
-	expect_idle();
+	request_sense(2, 0);
 	assert_int_equal(ram[dsa_of(2) + OFF_STATUS_BYTE], 0);
 	assert_int_equal(ram[DBUF + 0x1000] & 0x7f, 0x70);
 	assert_int_equal(ram[DBUF + 0x1000 + 2] & 0xf, SENSE_ILLEGAL_REQUEST);
@@ -736,8 +744,6 @@ static void test_bad_dma(void **state)
 	/* every target on the bus saw the reset */
 	for (unsigned int t = 0; t <= 2; t += 2) {
 		uint8_t tur[6] = { 0 };
-		uint8_t rs[6] = { 0x03, 0, 0, 0, 18, 0 };
-		struct sg ss = { DBUF + 0x1000, 18 };
 
 		make_cmd(1, t, tur, 6, -1, NULL, 0);
 		queue_job(1);
@@ -746,11 +752,7 @@ static void test_bad_dma(void **state)
 		expect_idle();
 		assert_int_equal(ram[dsa_of(1) + OFF_STATUS_BYTE],
 				 SAM_STAT_CHECK_CONDITION);
-		make_cmd(2, t, rs, 6, LSI_PHASE_DATA_IN, &ss, 1);
-		queue_job(2);
-		kick(false);
-		run();
-		expect_idle();
+		request_sense(2, t);
 		assert_int_equal(ram[dsa_of(2) + OFF_STATUS_BYTE], 0);
 		assert_int_equal(ram[DBUF + 0x1000 + 2] & 0xf,
 				 SENSE_UNIT_ATTENTION);
@@ -965,9 +967,7 @@ static void test_select_loses_to_reselect(void **state)
 static void test_overlapped_tag(void **state)
 {
 	uint8_t cdb[10];
-	uint8_t rs[6] = { 0x03, 0, 0, 0, 18, 0 };
 	struct sg sg = { DBUF, 4096 };
-	struct sg ss = { DBUF + 0x1000, 18 };
 
 	fake_blkq_order(FAKE_HOLD);
 	rw10(cdb, 0x28, 0, 8);
@@ -991,11 +991,7 @@ static void test_overlapped_tag(void **state)
 	run();
 	assert_int_equal(lsi_cmds_active(hba), 0);
 	assert_int_equal(ndone(), 1);	/* tag 5 never came back */
-	make_cmd(7, 0, rs, 6, LSI_PHASE_DATA_IN, &ss, 1);
-	queue_job(7);
-	kick(false);
-	run();
-	expect_idle();
+	request_sense(7, 0);
 	assert_int_equal(ram[DBUF + 0x1000 + 2] & 0xf, SENSE_ABORTED_COMMAND);
 	assert_int_equal(ram[DBUF + 0x1000 + 12], 0x4e);
 }
@@ -1165,9 +1161,7 @@ static void test_no_disconnect_privilege(void **state)
 static void test_segment_refused(void **state)
 {
 	uint8_t cdb[10];
-	uint8_t rs[6] = { 0x03, 0, 0, 0, 18, 0 };
 	struct sg sg = { DBUF, 4096 };
-	struct sg ss = { DBUF + 0x1000, 18 };
 
 	rw10(cdb, 0x2a, 0, 8);
 	make_cmd(1, 0, cdb, 10, LSI_PHASE_DATA_OUT, &sg, 1);
@@ -1178,11 +1172,7 @@ static void test_segment_refused(void **state)
 	expect_idle();
 	assert_int_equal(ram[dsa_of(1) + OFF_STATUS_BYTE],
 			 SAM_STAT_CHECK_CONDITION);
-	make_cmd(2, 0, rs, 6, LSI_PHASE_DATA_IN, &ss, 1);
-	queue_job(2);
-	kick(false);
-	run();
-	expect_idle();
+	request_sense(2, 0);
 	assert_int_equal(ram[DBUF + 0x1000 + 2] & 0xf, SENSE_HARDWARE_ERROR);
 	assert_int_equal(ram[DBUF + 0x1000 + 12], 0x44);
 	assert_int_equal(lsi_cmds_active(hba), 0);
