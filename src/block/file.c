@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "block/backend.h"
+#include "lib/clock.h"
 
 #define BLKQ_POLLS 8
 
@@ -691,13 +692,6 @@ static int reap_ready(struct blk_queue *q)
 	return n;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + ts.tv_nsec;
-}
 
 bool blkq_spin(struct blk_queue *q, uint64_t ns, bool (*more)(void *),
 	       void *arg)
@@ -709,7 +703,7 @@ bool blkq_spin(struct blk_queue *q, uint64_t ns, bool (*more)(void *),
 		return true;
 	if (!ns)
 		return io_uring_cq_ready(&q->ring) > 0;
-	deadline = now_ns() + ns;
+	deadline = mono_ns() + ns;
 	for (;;) {
 		if (io_uring_cq_ready(&q->ring) || (more && more(arg)))
 			return true;
@@ -720,7 +714,7 @@ bool blkq_spin(struct blk_queue *q, uint64_t ns, bool (*more)(void *),
 			io_uring_get_events(&q->ring);
 		else
 			__builtin_ia32_pause();
-		if (!(++i & 15) && now_ns() >= deadline)
+		if (!(++i & 15) && mono_ns() >= deadline)
 			return io_uring_cq_ready(&q->ring) > 0 ||
 			       (more && more(arg));
 	}

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/clock.h"
 #include "lib/log.h"
 #include "p9/proto.h"
 #include "p9/server.h"
@@ -83,14 +84,6 @@ struct v9p {
 static struct v9p *to_v9p(struct virtio_dev *dev)
 {
 	return (struct v9p *)dev;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
 static void wake_all_locked(struct v9p *v)
@@ -255,7 +248,7 @@ static enum ring_state process_ring(struct v9p_thread *t, unsigned int gen)
 		s->req.nowait = true;
 		/* The release store pairs with the standby's acquire load:
 		 * a takeover sees the ring as this pop left it. */
-		__atomic_store_n(&t->serving_since, now_ns(), __ATOMIC_RELEASE);
+		__atomic_store_n(&t->serving_since, mono_ns(), __ATOMIC_RELEASE);
 		serve(v, s, false);
 		__atomic_store_n(&t->serving_since, 0, __ATOMIC_RELEASE);
 	}
@@ -271,7 +264,7 @@ static enum ring_state process_ring(struct v9p_thread *t, unsigned int gen)
 static bool wait_kick(struct v9p *v, unsigned int gen)
 {
 	struct pollfd pfd = { .fd = v->vq->kick_fd, .events = POLLIN };
-	uint64_t cnt, until = now_ns() + VIRTIO_9P_POLL_NS;
+	uint64_t cnt, until = mono_ns() + VIRTIO_9P_POLL_NS;
 	unsigned int spins = 0;
 
 	while (!__atomic_load_n(&v->handed, __ATOMIC_RELAXED)) {
@@ -281,7 +274,7 @@ static bool wait_kick(struct v9p *v, unsigned int gen)
 			return false;
 		/* the clock is read every few rounds only: it costs more
 		 * than a look at the ring */
-		if (!(++spins & 15) && now_ns() >= until)
+		if (!(++spins & 15) && mono_ns() >= until)
 			break;
 		__builtin_ia32_pause();
 	}
@@ -365,7 +358,7 @@ static void stand_by(struct v9p_thread *t)
 	while (!v->stop && !v->broken && v->owned && !v->ready_head) {
 		uint64_t since = __atomic_load_n(&v->owner->serving_since,
 						 __ATOMIC_ACQUIRE);
-		uint64_t now = now_ns(), wake;
+		uint64_t now = mono_ns(), wake;
 		struct timespec ts;
 
 		if (since && now - since >= VIRTIO_9P_STALL_NS) {
