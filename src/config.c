@@ -65,6 +65,14 @@ static int disk_item(const char *key, const char *value, void *opaque)
 		d->queues = v;
 		return 0;
 	}
+	if (!strcmp(key, "poll-us")) {
+		if (parse_uint(value, 0, CONFIG_POLL_US_MAX, &v))
+			return bad(c, "--disk: %s=%s is not a number from 0 to "
+				   "10000 (microseconds)", key, value);
+		d->poll_us = v;
+		d->poll_set = true;
+		return 0;
+	}
 	if (!strcmp(key, "target")) {
 		if (parse_uint(value, 0, 15, &v))
 			return bad(c, "--disk: %s=%s is not a number from 0 to 15", key, value);
@@ -111,6 +119,20 @@ static int parse_disk(const char *arg, struct disk_cfg *out, char *err,
 		return -EINVAL;
 	}
 	return 0;
+}
+
+unsigned int config_disks_poll_us(const struct disk_cfg *const *disks,
+				  unsigned int n)
+{
+	unsigned int us = 0;
+	bool set = false;
+
+	for (unsigned int i = 0; i < n; i++) {
+		if (disks[i]->poll_set && (!set || disks[i]->poll_us > us))
+			us = disks[i]->poll_us;
+		set |= disks[i]->poll_set;
+	}
+	return set ? us : CONFIG_POLL_US_DEFAULT;
 }
 
 static int share_item(const char *key, const char *value, void *opaque)

@@ -22,7 +22,14 @@ struct disk_cfg {
 	unsigned int target;	/* SCSI target id (virtio-scsi, lsi) */
 	unsigned int lun;	/* SCSI LUN (virtio-scsi) */
 	bool target_set;	/* target= was given */
+	unsigned int poll_us;	/* poll-us=: the queue thread's spin */
+	bool poll_set;		/* poll-us= was given */
 };
+
+/* How long a disk's I/O thread busy-polls before it sleeps, by default
+ * (microseconds; QEMU's iothreads poll up to 32). */
+#define CONFIG_POLL_US_DEFAULT 50
+#define CONFIG_POLL_US_MAX 10000
 
 #define P9_DEFAULT_MSIZE (4u << 20)
 #define P9_MAX_MSIZE (64u << 20)
@@ -52,6 +59,12 @@ struct vm_config {
  * touch the file system. */
 int config_parse_disk(const char *arg, struct disk_cfg *out, char *err,
 		      size_t errlen);
+
+/* The poll-us= of a device that serves these disks (an HBA serves
+ * several): the largest any of them gives, or CONFIG_POLL_US_DEFAULT when
+ * none does. */
+unsigned int config_disks_poll_us(const struct disk_cfg *const *disks,
+				  unsigned int n);
 
 /* Parse one --share argument (path=DIR,tag=NAME[,ro][,msize=SIZE]).
  * need_tag: tag= is required (virtio-9p), not for 9p-serve. */

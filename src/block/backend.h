@@ -110,11 +110,10 @@ int blkq_wait(struct blk_queue *q);
 bool blkq_spin(struct blk_queue *q, uint64_t ns, bool (*more)(void *),
 	       void *arg);
 
-/* The spin device queue threads use before they block (QEMU's iothreads
- * poll for up to 32 us by default). */
-#define BLKQ_SPIN_NS 50000
-/* ... while at most this many requests are in flight; deeper, only this
- * long after completions (the driver seeing them and refilling). */
+/* Device queue threads spin up to their disk's poll-us= before they block
+ * (CONFIG_POLL_US_DEFAULT in config.h) while at most this many requests
+ * are in flight; deeper, only this long after completions (the driver
+ * seeing them and refilling). */
 #define BLKQ_SPIN_MAX_INFLIGHT 2
 #define BLKQ_SPIN_REFILL_NS 15000
 /* ... and this long after new requests alone (the refill's burst). */

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/clock.h"
 #include "lib/log.h"
 #include "scsi/lsi_internal.h"
 
@@ -1297,23 +1298,21 @@ long lsi_poll(struct lsi *s, bool wait, long budget)
  * take a whole host CPU. */
 #define LSI_IDLE_SLICES 16
 
-/* Before sleeping, the thread polls its kick and completion fds for a
- * short while: at low queue depth the next event (the guest's next
- * command, the disk's completion) usually comes within it, and a thread
- * that need not be woken answers sooner. */
-#define LSI_SPIN_NS 50000
-
-static bool spin_poll(struct pollfd *pfd, unsigned int n)
+/* Before sleeping, the thread polls its kick and completion fds for up to
+ * ns: at low queue depth the next event (the guest's next command, the
+ * disk's completion) usually comes within it, and a thread that need not
+ * be woken answers sooner. */
+static bool spin_poll(uint64_t ns, struct pollfd *pfd, unsigned int n)
 {
-	struct timespec t0, t;
+	uint64_t deadline;
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (!ns)
+		return false;
+	deadline = mono_ns() + ns;
 	do {
 		if (poll(pfd, n, 0) > 0)
 			return true;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-	} while ((t.tv_sec - t0.tv_sec) * 1000000000L + t.tv_nsec - t0.tv_nsec <
-		 LSI_SPIN_NS);
+	} while (mono_ns() < deadline);
 	return false;
 }
 
@@ -1352,7 +1351,7 @@ static void *lsi_thread(void *arg)
 		}
 		idle = 0;
 		pthread_mutex_unlock(&s->lock);
-		if (!spin_poll(pfd, pfd[1].fd >= 0 ? 2 : 1))
+		if (!spin_poll(s->p.spin_ns, pfd, pfd[1].fd >= 0 ? 2 : 1))
 			poll(pfd, pfd[1].fd >= 0 ? 2 : 1, -1);
 		if (read(s->kick_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 			pr_err("lsi: kick read: %s", strerror(errno));

@@ -23,6 +23,9 @@ struct lsi_params {
 	/* true: SCRIPTS and I/O run on the HBA's own thread (iovm run).
 	 * false: nothing runs until lsi_poll (unit tests, fuzzing). */
 	bool threaded;
+	/* Threaded mode: the longest the thread busy-polls for the next
+	 * event before it sleeps (the disks' poll-us=); 0: never. */
+	uint64_t spin_ns;
 };
 
 struct lsi *lsi_create(const struct lsi_params *p);

@@ -165,6 +165,7 @@ int lsi_pci_create(struct vm *vm, struct pci_bus *bus,
 	p.set_irq = set_irq;
 	p.irq_opaque = lp;
 	p.threaded = true;
+	p.spin_ns = config_disks_poll_us(disks, n) * 1000ull;
 	lp->hba = lsi_create(&p);
 	if (lp->irq_fd < 0 || !lp->hba) {
 		pr_err("lsi: cannot create the HBA: %s", strerror(ENOMEM));

@@ -51,7 +51,13 @@
 "  cache=writeback    through the host page cache; guest flushes become\n"      \
 "                     fdatasync\n"                                              \
 "  queues=N           most request queues offered, 1-64 (default: one per\n"    \
-"                     host CPU); the front-end uses as many as it wants\n"
+"                     host CPU); the front-end uses as many as it wants\n"     \
+"  poll-us=N          how long a queue's thread busy-polls for the next\n"     \
+"                     request or completion before it sleeps, 0-10000\n"       \
+"                     microseconds (default 50; 0 never polls). Polling\n"     \
+"                     saves a wakeup and the front-end's notification per\n"   \
+"                     request at low queue depth, for up to one host CPU\n"    \
+"                     per queue while the guest does I/O\n"
 
 #define HELP_TAIL                                                                \
 "\n"                                                                            \
@@ -90,6 +96,7 @@ COMMON_HELP
 "  target=N           SCSI target id, 0-15 (default: the lowest that no\n"
 "                     other disk names)\n"
 "  lun=M              logical unit number, 0-255 (default 0)\n"
+"The HBA takes the largest queues= and poll-us= its disks give.\n"
 HELP_TAIL
 "\n"
 "Example:\n"

@@ -606,7 +606,8 @@ struct virtio_dev *virtio_blk_create(const struct disk_cfg *cfg,
 	b->dev.ops = &vblk_ops;
 	for (unsigned int i = 0; i < VIRTIO_BLK_MAX_QUEUES; i++) {
 		b->q[i].b = b;
-		vqworker_init(&b->q[i].w, &vblk_queue_ops, &b->dev, "virtio-blk");
+		vqworker_init(&b->q[i].w, &vblk_queue_ops, &b->dev, "virtio-blk",
+			      config_disks_poll_us(&cfg, 1) * 1000ull);
 	}
 	fill_config(b);
 	return &b->dev;

@@ -919,7 +919,7 @@ struct virtio_dev *virtio_scsi_create(const struct disk_cfg *const *disks,
 	for (unsigned int i = 0; i < VIRTIO_SCSI_MAX_QUEUES; i++) {
 		s->q[i].s = s;
 		vqworker_init(&s->q[i].w, &vscsi_queue_ops, &s->dev,
-			      "virtio-scsi");
+			      "virtio-scsi", config_disks_poll_us(disks, n) * 1000ull);
 		pthread_mutex_init(&s->q[i].mbox_lock, NULL);
 	}
 	for (unsigned int i = 0; i < n; i++) {

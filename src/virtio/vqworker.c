@@ -145,11 +145,14 @@ enum activity { IDLE, POPPED, REAPED };
  * burst. */
 static uint64_t spin_ns(const struct vqworker *w, enum activity last)
 {
+	uint64_t ns;
+
 	if (w->inflight <= BLKQ_SPIN_MAX_INFLIGHT ||
 	    w->inflight < VIRTQ_KICKS_OFF_INFLIGHT)
-		return BLKQ_SPIN_NS;
-	return last == REAPED ? BLKQ_SPIN_REFILL_NS :
-	       last == POPPED ? BLKQ_SPIN_BURST_NS : 0;
+		return w->spin_ns;
+	ns = last == REAPED ? BLKQ_SPIN_REFILL_NS :
+	     last == POPPED ? BLKQ_SPIN_BURST_NS : 0;
+	return ns < w->spin_ns ? ns : w->spin_ns;
 }
 
 static void *queue_thread(void *arg)
@@ -210,8 +213,9 @@ static void *queue_thread(void *arg)
 }
 
 void vqworker_init(struct vqworker *w, const struct vqworker_ops *ops,
-		   struct virtio_dev *dev, const char *name)
+		   struct virtio_dev *dev, const char *name, uint64_t spin_ns)
 {
+	w->spin_ns = spin_ns;
 	w->ops = ops;
 	w->dev = dev;
 	w->name = name;

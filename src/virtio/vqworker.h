@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "virtio/qwake.h"
 
@@ -43,6 +44,7 @@ struct vqworker {
 	struct blk_queue *bq;
 	unsigned int depth;	/* requests in the device's pool */
 	unsigned int inflight;	/* taken from the pool and not finished */
+	uint64_t spin_ns;	/* the longest spin before a sleep */
 	pthread_t thread;
 	bool running;
 	bool stop;		/* written by the transport, read by the thread */
@@ -55,9 +57,11 @@ struct vqworker {
 	char thread_name[16];
 };
 
-/* Once, when the device is created. */
+/* Once, when the device is created. spin_ns: the longest the thread
+ * busy-polls before it sleeps (the disk's poll-us=, see
+ * config_disks_poll_us); 0: it never polls. */
 void vqworker_init(struct vqworker *w, const struct vqworker_ops *ops,
-		   struct virtio_dev *dev, const char *name);
+		   struct virtio_dev *dev, const char *name, uint64_t spin_ns);
 
 /* Prepares w to serve vq (its block queue, its wakeup, a fresh state);
  * the device's pool holds depth requests. Returns 0 or -errno. */

@@ -4,8 +4,9 @@
 # reads at 4k/16k/64k and QD 1/32; then the host file is checked for the
 # pattern the probe reports. Polling with cache=none on 1 vCPU; MSI-X with
 # cache=writeback, indirect descriptors and requests spread over both queues
-# of a 2-vCPU VM; polling without EVENT_IDX, and MSI-X with the vCPU halted
-# between interrupts, on a smaller region.
+# of a 2-vCPU VM; polling without EVENT_IDX and with poll-us=0 (the queue
+# thread never spins: every request and completion must wake it), and MSI-X
+# with the vCPU halted between interrupts, on a smaller region.
 # Usage: blk-iovm.sh IOVM PROBE_ELF BLK_CHECK
 set -u
 . "$(dirname "$0")/probe-lib.sh"
@@ -17,7 +18,7 @@ fallocate -l 32M "$disk" || die "cannot create $disk"
 
 n=0
 for cfg in "1 none mode=poll" "2 writeback mode=msix indirect=1 queues=2" \
-	"1 none mode=poll event_idx=0 region=4M" \
+	"1 none,poll-us=0 mode=poll event_idx=0 region=4M" \
 	"1 none mode=msix wait=hlt region=4M"; do
 	set -- $cfg
 	cpus=$1 cache=$2

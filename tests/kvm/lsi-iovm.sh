@@ -6,7 +6,9 @@
 # reads and writes in flight at once, each of which must have disconnected
 # and come back by reselection, and a selection timeout on an empty ID
 # delivered as INTA# through the IOAPIC. Then the host checks the data the guest
-# wrote, and a bad target= is refused with a clear error.
+# wrote, and a bad target= is refused with a clear error. One disk gives
+# poll-us=0 (the only one given, so the HBA's thread never spins: every
+# kick and completion must wake it).
 # Usage: lsi-iovm.sh IOVM PROBE_ELF
 set -u
 . "$(dirname "$0")/probe-lib.sh"
@@ -17,7 +19,7 @@ make_scratch
 truncate -s 64M "$scratch/d0.img" "$scratch/d3.img"
 run_probe "$scratch/log" 120 "$iovm" run --kernel "$probe" --memory 128M \
 	--disk "path=$scratch/d0.img,if=lsi,cache=none" \
-	--disk "path=$scratch/d3.img,if=lsi,target=3" \
+	--disk "path=$scratch/d3.img,if=lsi,target=3,poll-us=0" \
 	--append "test=lsi lsi_target=0 lsi_target2=3 qd=16 expect_disconnect=1 intx=1 lsi_absent=5"
 skip_if_no_disks "$scratch/log"
 expect_pass "$scratch/log"

@@ -148,6 +148,18 @@ static void test_config_specs(void **state)
 	assert_int_equal(config_parse_disk("queues=65,path=x", &d, err, sizeof(err)), -EINVAL);
 	free((char *)d.path);
 	assert_int_equal(config_parse_disk("ro,cache=none", &d, err, sizeof(err)), -EINVAL);
+	for (size_t i = 0; i < 4; i++) {
+		static const char *const bad_poll[] = {
+			"path=x,poll-us=10001", "path=x,poll-us=-1",
+			"path=x,poll-us=", "path=x,poll-us=5us",
+		};
+
+		err[0] = 0;
+		assert_int_equal(config_parse_disk(bad_poll[i], &d, err, sizeof(err)),
+				 -EINVAL);
+		assert_non_null(strstr(err, "poll-us="));
+		free((char *)d.path);
+	}
 	assert_int_equal(config_parse_share("path=/srv,tag=srv,msize=1M", true, &s, err,
 					    sizeof(err)), 0);
 	assert_int_equal(s.msize, 1u << 20);
@@ -159,6 +171,31 @@ static void test_config_specs(void **state)
 	free((char *)s.tag);
 }
 
+/* poll-us= reaches the device as the largest its disks give, or the
+ * default when none gives one; 0 is a value, not "unset". */
+static void test_poll_us(void **state)
+{
+	struct disk_cfg a, b, c;
+	const struct disk_cfg *both[2] = { &a, &b }, *one[1] = { &c };
+	char err[256];
+
+	assert_int_equal(config_parse_disk("path=a,poll-us=0", &a, err, sizeof(err)), 0);
+	assert_true(a.poll_set);
+	assert_int_equal(a.poll_us, 0);
+	assert_int_equal(config_parse_disk("path=b", &b, err, sizeof(err)), 0);
+	assert_false(b.poll_set);
+	assert_int_equal(config_disks_poll_us(both, 2), 0);
+	assert_int_equal(config_disks_poll_us(both + 1, 1), CONFIG_POLL_US_DEFAULT);
+	assert_int_equal(config_parse_disk("path=c,poll-us=10000", &c, err, sizeof(err)), 0);
+	assert_int_equal(config_disks_poll_us(one, 1), 10000);
+	free((char *)b.path);
+	assert_int_equal(config_parse_disk("path=b,poll-us=200", &b, err, sizeof(err)), 0);
+	assert_int_equal(config_disks_poll_us(both, 2), 200);
+	free((char *)a.path);
+	free((char *)b.path);
+	free((char *)c.path);
+}
+
 /* Every option is documented in --help, and the --disk/--share keys too. */
 static void test_help_covers_options(void **state)
 {
@@ -166,6 +203,7 @@ static void test_help_covers_options(void **state)
 		"--kernel", "--initrd", "--append", "--memory", "--cpus", "--cpu ",
 		"--disk", "--share", "--verbose", "--quiet", "--help", "--version",
 		"if=", "ro", "cache=", "queues=", "target=", "lun=", "tag=", "msize=",
+		"poll-us=",
 		"avx512f", "xsave", "Examples:", "(V<<1)|1",
 	};
 	char *buf = NULL;
@@ -192,6 +230,7 @@ int main(void)
 		cmocka_unit_test(test_bad_options),
 		cmocka_unit_test(test_parse_size),
 		cmocka_unit_test(test_config_specs),
+		cmocka_unit_test(test_poll_us),
 		cmocka_unit_test(test_help_covers_options),
 	};
 

@@ -28,11 +28,14 @@ struct fixture {
 	struct virtio_dev *dev;
 };
 
+/* poll_us < 0: the default poll-us= */
 static struct fixture *make(bool ro, enum cache_mode cache, unsigned int queues,
-			    uint64_t drop)
+			    uint64_t drop, int poll_us)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
-	struct disk_cfg cfg = { .ro = ro, .cache = cache, .queues = queues };
+	struct disk_cfg cfg = { .ro = ro, .cache = cache, .queues = queues,
+				.poll_us = poll_us < 0 ? 0 : (unsigned int)poll_us,
+				.poll_set = poll_us >= 0 };
 	char err[256];
 	int fd;
 
@@ -54,25 +57,33 @@ static struct fixture *make(bool ro, enum cache_mode cache, unsigned int queues,
 
 static int setup(void **state)
 {
-	*state = make(false, CACHE_WRITEBACK, 0, 0);
+	*state = make(false, CACHE_WRITEBACK, 0, 0, -1);
 	return 0;
 }
 
 static int setup_direct(void **state)
 {
-	*state = make(false, CACHE_NONE, 1, 0);
+	*state = make(false, CACHE_NONE, 1, 0, -1);
+	return 0;
+}
+
+/* poll-us=0: the queue thread never spins, every request and completion
+ * must wake it (no lost wakeup between turning kicks on and sleeping). */
+static int setup_nopoll(void **state)
+{
+	*state = make(false, CACHE_NONE, 0, 0, 0);
 	return 0;
 }
 
 static int setup_ro(void **state)
 {
-	*state = make(true, CACHE_WRITEBACK, 1, 0);
+	*state = make(true, CACHE_WRITEBACK, 1, 0, -1);
 	return 0;
 }
 
 static int setup_noevidx(void **state)
 {
-	*state = make(false, CACHE_WRITEBACK, 1, 1ull << VIRTIO_F_RING_EVENT_IDX);
+	*state = make(false, CACHE_WRITEBACK, 1, 1ull << VIRTIO_F_RING_EVENT_IDX, -1);
 	return 0;
 }
 
@@ -637,6 +648,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_direct_unaligned, setup_direct, teardown),
 		cmocka_unit_test_setup_teardown(test_many_in_flight, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_out_of_order, setup_direct, teardown),
+		cmocka_unit_test_setup_teardown(test_write_read, setup_nopoll, teardown),
+		cmocka_unit_test_setup_teardown(test_many_in_flight, setup_nopoll, teardown),
+		cmocka_unit_test_setup_teardown(test_out_of_order, setup_nopoll, teardown),
 		cmocka_unit_test_setup_teardown(test_get_id_short_buffer, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_discard_write_zeroes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
