@@ -17,7 +17,7 @@
 #                     [--wait spin|hlt]
 #                     [--only floor,iovm,qemu,iovm-scsi,qemu-scsi,iovm-lsi,qemu-lsi]
 #                     [--rounds N] [--guest DIR] [--fio-accel kvm|tcg]
-#                     [--pin VCPU_CPU,IO_CPU]
+#                     [--pin VCPU_CPU,IO_CPU] [--iovm-opts OPTS]
 # --mode msix --wait hlt: virtio completions by MSI-X, the vCPU halted between.
 # --only iovm-fio,qemu-fio: the same five jobs with fio (direct=1, libaio, no
 # data verification) on /dev/vda of the default Linux guest (build/guest/
@@ -34,6 +34,7 @@
 # QEMU's main loop for its LSI) to CPU I, and runs the floor on CPU I: the
 # same placement for all, instead of whatever the scheduler picks (on a host
 # whose disk interrupts one CPU, the placement moves QD1 by up to 2x).
+# --iovm-opts OPTS appends OPTS to every iovm --disk (e.g. poll-us=0).
 # Needs a build (build/iovm, build/guest/probe/probe.elf, build/bench/blk-floor;
 # BUILD=dir to use another) and qemu-system-x86_64. Not part of the test suite.
 # (fio in a Linux guest needs hardware KVM; on PVM hosts only the probe runs.)
@@ -50,6 +51,7 @@ fio_accel=kvm
 only=floor,iovm,qemu,iovm-scsi,qemu-scsi,iovm-lsi,qemu-lsi
 rounds=1
 pin=""
+iovm_opts=""
 
 usage() { sed -n '2,38s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do
@@ -64,6 +66,7 @@ while [ $# -gt 0 ]; do
 	--only) only=$2; shift 2 ;;
 	--rounds) rounds=$2; shift 2 ;;
 	--pin) pin=$2; shift 2 ;;
+	--iovm-opts) iovm_opts=,$2; shift 2 ;;
 	-h | --help) usage 0 ;;
 	*) echo "blk.sh: unknown option '$1' (--help)" >&2; exit 2 ;;
 	esac
@@ -121,7 +124,7 @@ run_floor() {
 }
 
 append="bench=blk secs=$secs region=$region region_off=$offset mode=$mode wait=$wait"
-echo "blk.sh: file=$file region=$((region >> 20))M secs=$secs mode=$mode wait=$wait rounds=$rounds pin=${pin:-no} host=$(nproc) CPUs, $(uname -r)"
+echo "blk.sh: file=$file region=$((region >> 20))M secs=$secs mode=$mode wait=$wait rounds=$rounds pin=${pin:-no} iovm-opts=${iovm_opts#,} host=$(nproc) CPUs, $(uname -r)"
 failed=0
 for round in $(seq "$rounds"); do
 [ "$rounds" = 1 ] || echo "== round $round"
@@ -138,7 +141,7 @@ esac
 case ,$only, in *,iovm,*)
 	echo "== iovm"
 	show iovm "$iovm" run --kernel "$probe" --memory "$mem" \
-		--disk "path=$file,cache=none" --append "$append"
+		--disk "path=$file,cache=none$iovm_opts" --append "$append"
 	;;
 esac
 case ,$only, in *,qemu,*)
@@ -157,7 +160,7 @@ scsi_append="bench=vscsi secs=$secs region=$region region_off=$offset mode=$mode
 case ,$only, in *,iovm-scsi,*)
 	echo "== iovm virtio-scsi"
 	show iovm-scsi "$iovm" run --kernel "$probe" --memory "$mem" \
-		--disk "path=$file,if=virtio-scsi,cache=none" --append "$scsi_append"
+		--disk "path=$file,if=virtio-scsi,cache=none$iovm_opts" --append "$scsi_append"
 	;;
 esac
 case ,$only, in *,qemu-scsi,*)
@@ -175,7 +178,7 @@ lsi_append="bench=lsi secs=$secs region=$region region_off=$offset"
 case ,$only, in *,iovm-lsi,*)
 	echo "== iovm LSI 53C895A"
 	show iovm-lsi "$iovm" run --kernel "$probe" --memory "$mem" \
-		--disk "path=$file,if=lsi,cache=none" --append "$lsi_append"
+		--disk "path=$file,if=lsi,cache=none$iovm_opts" --append "$lsi_append"
 	;;
 esac
 case ,$only, in *,qemu-lsi,*)
@@ -230,7 +233,7 @@ case ,$only, in *,iovm-fio,*)
 	else
 	show iovm-fio "$iovm" run --kernel "$guest/bzImage" \
 		--initrd "$guest/initramfs.cpio.gz" --memory 1G --cpus 2 \
-		--disk "path=$file,cache=none" --append "$fio_append"
+		--disk "path=$file,cache=none$iovm_opts" --append "$fio_append"
 	fi
 	;;
 esac

@@ -55,11 +55,13 @@ wait_sock() {
 	exit 1
 }
 
-# start_iovm: `iovm vhost-user-blk --once` serving $file (cache=none) on
-# $work/iovm.sock, its pid in $bpid; returns when the socket is there.
+# start_iovm: `iovm vhost-user-blk --once` serving $file (cache=none, then
+# $IOVM_DISK_OPTS) on $work/iovm.sock, its pid in $bpid; returns when the
+# socket is there.
 start_iovm() {
 	rm -f "$work/iovm.sock"
-	"$iovm" vhost-user-blk --socket "$work/iovm.sock" --disk "path=$file,cache=none" \
+	"$iovm" vhost-user-blk --socket "$work/iovm.sock" \
+		--disk "path=$file,cache=none${IOVM_DISK_OPTS:+,$IOVM_DISK_OPTS}" \
 		--once >"$work/iovm.log" 2>&1 &
 	bpid=$!
 	wait_sock "$work/iovm.sock"

@@ -18,7 +18,8 @@
 #              TIME seconds per job (5), ROUNDS (1; the run with the median IOPS of
 #              ROUNDS is reported per job),
 #              YIELD=1 (the client yields the CPU between empty polls: for
-#              hosts with fewer idle cores than client + back-end threads)
+#              hosts with fewer idle cores than client + back-end threads),
+#              IOVM_DISK_OPTS (appended to iovm's --disk, e.g. poll-us=0)
 set -eu
 
 . "$(dirname "$0")/vhost-lib.sh"
@@ -75,7 +76,7 @@ for r in $(seq "$rounds"); do
 	run_floor
 done
 
-print_header "${yield:+, client $yield}"
+print_header "${yield:+, client $yield}${IOVM_DISK_OPTS:+, iovm --disk ...,$IOVM_DISK_OPTS}"
 { printf "%s\n" "$median_py"; cat <<'EOF'; } | python3 - "$work/results" backend
 print("| job | backend | IOPS | MB/s | avg lat µs | p99 lat µs | CPU µs/IO |")
 print("|---|---|---:|---:|---:|---:|---:|")
