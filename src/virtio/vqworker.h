@@ -16,6 +16,22 @@ struct virtio_dev;
 struct virtq;
 struct vqworker;
 
+/* Whether the driver answers a completion within the thread's spin (see
+ * vqworker.c); its own type so that its unit test can drive it. */
+struct vq_answers {
+	uint16_t hist;		/* last 16 answer spins: 1 = answered */
+	unsigned int turns;	/* answer turns while it does not answer */
+};
+
+void vq_answers_init(struct vq_answers *a);
+/* On a turn after completions were pushed: whether to spin for the
+ * driver's answer (always while it answers, else every few turns). */
+bool vq_answers_spin(struct vq_answers *a);
+/* After such a spin that ran to its end or saw the answer. */
+void vq_answers_record(struct vq_answers *a, bool answered);
+/* Whether the driver answers within a spin, lately. */
+bool vq_answers_ok(const struct vq_answers *a);
+
 struct vqworker_ops {
 	/* Pops one chain and starts its request. Called only while the
 	 * device's pool has a free request (inflight < depth). Returns 1 when
@@ -45,6 +61,8 @@ struct vqworker {
 	unsigned int depth;	/* requests in the device's pool */
 	unsigned int inflight;	/* taken from the pool and not finished */
 	uint64_t spin_ns;	/* the longest spin before a sleep */
+	struct vq_answers answers;
+	bool answer_due;	/* the last turn pushed completions */
 	pthread_t thread;
 	bool running;
 	bool stop;		/* written by the transport, read by the thread */
