@@ -692,7 +692,6 @@ static int reap_ready(struct blk_queue *q)
 	return n;
 }
 
-
 bool blkq_spin(struct blk_queue *q, uint64_t ns, bool (*more)(void *),
 	       void *arg)
 {

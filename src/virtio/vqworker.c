@@ -145,9 +145,9 @@ enum activity { IDLE, POPPED, REAPED };
  * throughput). So the spin on a turn after completions were pushed, at low
  * depth, records whether the driver answered within it (one that a
  * completion ends first tells nothing). While fewer than ANSWERS_MIN of
- * the last 16 did, the thread does not spin at all (it sleeps with kicks
- * on, as with poll-us=0), except on every ANSWER_PROBE-th such turn, whose
- * spin tells when the driver answers again. */
+ * the last 16 did, the thread does not spin at all (it sleeps at once, as
+ * with poll-us=0), except on every ANSWER_PROBE-th such turn, whose spin
+ * tells when the driver answers again. */
 #define ANSWERS_MIN 8
 #define ANSWER_PROBE 8
 
