@@ -303,6 +303,60 @@ static void test_many_in_flight(void **state)
 	}
 }
 
+/* Kicks as a real driver does: only when the device asks for them. */
+static void kick_if_needed(struct fixture *f, unsigned int qi, uint16_t old)
+{
+	if (vdriver_kick_needed(&f->d, qi, old, f->d.q[qi].avail_idx))
+		vdriver_kick(&f->d, qi);
+}
+
+/* A driver that honours kick suppression and first answers each
+ * completion late, then at once: the queue thread stops spinning for its
+ * answers and comes back to it, and no request ever waits for a kick the
+ * driver was told to skip, one at a time or 16 at once. */
+static void test_slow_then_fast_driver(void **state)
+{
+	struct fixture *f = *state;
+	enum { SZ = 4096, DEEP = 16, SLOW = 40, ALL = 300 };
+	uint64_t buf = vdriver_alloc(&f->d, DEEP * SZ);
+	uint8_t *p = vdriver_ptr(&f->d, buf, DEEP * SZ);
+	struct breq r[DEEP];
+	uint32_t id, len;
+	uint16_t old;
+
+	for (int i = 0; i < DEEP; i++)
+		fill(p + i * SZ, SZ, 200 + i);
+	for (int i = 0; i < ALL; i++) {
+		bool wr = i < DEEP;
+		int k = i % DEEP;
+
+		old = f->d.q[0].avail_idx;
+		add_req(f, 0, &r[0], wr ? VIRTIO_BLK_T_OUT : VIRTIO_BLK_T_IN,
+			k * 8, buf + k * SZ, SZ, !wr, false);
+		kick_if_needed(f, 0, old);
+		assert_int_equal(vdriver_wait_used(&f->d, 0, &id, &len, WAIT_MS), 1);
+		assert_int_equal(id, r[0].head);
+		assert_int_equal(status_of(f, &r[0]), VIRTIO_BLK_S_OK);
+		if (i < SLOW)
+			usleep(300);	/* "checking the data" */
+	}
+	memset(p, 0, DEEP * SZ);
+	old = f->d.q[0].avail_idx;
+	for (int i = 0; i < DEEP; i++)
+		add_req(f, 0, &r[i], VIRTIO_BLK_T_IN, i * 8, buf + i * SZ, SZ,
+			true, false);
+	kick_if_needed(f, 0, old);
+	for (int i = 0; i < DEEP; i++)
+		assert_int_equal(vdriver_wait_used(&f->d, 0, &id, &len, WAIT_MS), 1);
+	for (int i = 0; i < DEEP; i++) {
+		uint8_t ref[SZ];
+
+		assert_int_equal(status_of(f, &r[i]), VIRTIO_BLK_S_OK);
+		fill(ref, SZ, 200 + i);
+		assert_memory_equal(p + i * SZ, ref, SZ);
+	}
+}
+
 /* A request that completes at once (GET_ID) overtakes a large read queued
  * before it: completions are pushed in completion order. */
 static void test_out_of_order(void **state)
@@ -648,6 +702,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_direct_unaligned, setup_direct, teardown),
 		cmocka_unit_test_setup_teardown(test_many_in_flight, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_out_of_order, setup_direct, teardown),
+		cmocka_unit_test_setup_teardown(test_slow_then_fast_driver, setup_direct, teardown),
+		cmocka_unit_test_setup_teardown(test_slow_then_fast_driver, setup_nopoll, teardown),
 		cmocka_unit_test_setup_teardown(test_write_read, setup_nopoll, teardown),
 		cmocka_unit_test_setup_teardown(test_many_in_flight, setup_nopoll, teardown),
 		cmocka_unit_test_setup_teardown(test_out_of_order, setup_nopoll, teardown),
