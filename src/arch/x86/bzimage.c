@@ -79,6 +79,10 @@ int bzimage_parse(const uint8_t *img, size_t len, struct bzimage_info *bi,
 	if (len < OFF_HEADER + 4 || rd16(img + OFF_BOOT_FLAG) != 0xAA55 ||
 	    memcmp(img + OFF_HEADER, "HdrS", 4))
 		return -ENOEXEC;
+	/* "HdrS" ends where the version begins: a file cut right after it
+	 * must not be read past its end. */
+	if (len < OFF_VERSION + 2)
+		return fail("truncated bzImage: the setup header is incomplete");
 	bi->version = rd16(img + OFF_VERSION);
 	if (bi->version < BZ_MIN_VERSION)
 		return fail("boot protocol %u.%02u is too old: iovm needs 2.12 or later (a 64-bit kernel)",
