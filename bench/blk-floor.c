@@ -15,9 +15,9 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "lib/clock.h"
 #include "pattern.h"
 
 struct job {
@@ -48,13 +48,6 @@ static bool poll;		/* spin on the CQ instead of sleeping */
 static uint64_t *lat;
 static size_t lat_cap = 1 << 22;
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static uint64_t cpu_ns(void)
 {
@@ -93,7 +86,7 @@ static void submit(struct slot *s, const struct job *j)
 		io_uring_prep_read(sqe, fd, s->buf, j->bs, s->off);
 	}
 	io_uring_sqe_set_data(sqe, s);
-	s->t0 = now_ns();
+	s->t0 = mono_ns();
 }
 
 static int cmp64(const void *a, const void *b)
@@ -107,7 +100,7 @@ static int cmp64(const void *a, const void *b)
 static void run(const struct job *j, unsigned int secs, bool report)
 {
 	uint64_t n = region_len / j->bs, issued = 0, done = 0, rng = seed + 1;
-	uint64_t t0 = now_ns(), c0 = cpu_ns(), end = t0 + secs * 1000000000ull;
+	uint64_t t0 = mono_ns(), c0 = cpu_ns(), end = t0 + secs * 1000000000ull;
 	uint64_t sum = 0, nlat = 0, t, c;
 	unsigned int inflight = 0;
 	bool stop = false;
@@ -145,7 +138,7 @@ static void run(const struct job *j, unsigned int secs, bool report)
 			exit(1);
 		}
 		io_uring_cqe_seen(&ring, cqe);
-		t = now_ns();
+		t = mono_ns();
 		if (nlat < lat_cap)
 			lat[nlat++] = t - s->t0;
 		sum += t - s->t0;
@@ -172,7 +165,7 @@ static void run(const struct job *j, unsigned int secs, bool report)
 			io_uring_submit(&ring);
 		}
 	}
-	t = now_ns() - t0;
+	t = mono_ns() - t0;
 	c = cpu_ns() - c0;
 	if (!report)
 		return;

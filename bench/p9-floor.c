@@ -8,16 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
+#include "lib/clock.h"
 
 int main(int argc, char **argv)
 {
@@ -42,25 +35,25 @@ int main(int argc, char **argv)
 	}
 	for (uint64_t i = 0; i < chunk; i++)
 		buf[i] = i * 31 + 7;
-	t0 = now_ns();
+	t0 = mono_ns();
 	for (off = 0; off < size; off += chunk)
 		if (pwrite(fd, buf, size - off < chunk ? size - off : chunk, off) <= 0)
 			return perror("pwrite"), 1;
-	ns = now_ns() - t0;
+	ns = mono_ns() - t0;
 	printf("job=seqwrite chunk=%llu bytes=%llu ns=%llu bw_mbs=%llu\n",
 	       (unsigned long long)chunk, (unsigned long long)size,
 	       (unsigned long long)ns, (unsigned long long)(size * 1000 / ns));
-	t0 = now_ns();
+	t0 = mono_ns();
 	for (off = 0; off < size; off += chunk)
 		if (pread(fd, buf, size - off < chunk ? size - off : chunk, off) <= 0)
 			return perror("pread"), 1;
-	ns = now_ns() - t0;
+	ns = mono_ns() - t0;
 	printf("job=seqread chunk=%llu bytes=%llu ns=%llu bw_mbs=%llu\n",
 	       (unsigned long long)chunk, (unsigned long long)size,
 	       (unsigned long long)ns, (unsigned long long)(size * 1000 / ns));
 	close(fd);
 	unlink(argv[1]);
-	t0 = now_ns();
+	t0 = mono_ns();
 	for (unsigned int i = 0; i < files; i++) {
 		char name[32];
 		struct stat st;
@@ -71,7 +64,7 @@ int main(int argc, char **argv)
 		if (f < 0 || fstat(f, &st) || close(f) || unlinkat(dfd, name, 0))
 			return perror("metadata"), 1;
 	}
-	ns = now_ns() - t0;
+	ns = mono_ns() - t0;
 	printf("job=metadata files=%u ops=%u ns=%llu ops_s=%llu files_s=%llu\n",
 	       files, files * 4, (unsigned long long)ns,
 	       (unsigned long long)(files * 4ull * 1000000000ull / ns),

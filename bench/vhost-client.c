@@ -30,9 +30,9 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sched.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "lib/clock.h"
 #include "vhost/proto.h"
 #include "virtio/blk.h"
 #include "virtio/ring.h"
@@ -148,18 +148,11 @@ struct slot {
 	} *hdr;
 	uint8_t *status;
 	uint64_t data_gpa;
-	struct timespec t0;
+	uint64_t t0;
 };
 
 static struct slot slots[MAX_QD];
 
-static uint64_t now_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1000000000ull + t.tv_nsec;
-}
 
 static void setup(const char *path)
 {
@@ -286,7 +279,7 @@ static void submit(unsigned int s, const struct job *j, uint64_t off)
 				    s * 3 + 2 };
 	d[2] = (struct virtq_desc){ sl->status - ram, 1, VIRTQ_DESC_F_WRITE, 0 };
 	vq.avail[2 + (a % QSIZE)] = s * 3;
-	clock_gettime(CLOCK_MONOTONIC, &sl->t0);
+	sl->t0 = mono_ns();
 }
 
 static void publish(void)
@@ -368,7 +361,7 @@ static void run_job(const struct job *j, uint64_t cap, double secs, int pid)
 		memset(base, 0x5a + s, j->bs);
 	}
 	cpu0 = proc_cpu_ns(pid);
-	t_start = now_ns();
+	t_start = mono_ns();
 	deadline = t_start + (uint64_t)(secs * 1e9);
 	for (unsigned int s = 0; s < j->qd; s++) {
 		uint64_t blk = j->random ? next_rand() % nblocks : seq++ % nblocks;
@@ -393,8 +386,8 @@ static void run_job(const struct job *j, uint64_t cap, double secs, int pid)
 				die("job %s: request failed (status %u)", j->name,
 				    s < j->qd ? *slots[s].status : 255);
 			if (!t)
-				t = now_ns();
-			l = t - (slots[s].t0.tv_sec * 1000000000ull + slots[s].t0.tv_nsec);
+				t = mono_ns();
+			l = t - slots[s].t0;
 			lat_sum += l;
 			if (nlat < maxlat)
 				lat[nlat++] = l > UINT32_MAX ? UINT32_MAX : l;
@@ -413,7 +406,7 @@ static void run_job(const struct job *j, uint64_t cap, double secs, int pid)
 		else if (vq.used_idx == used_idx && yield)
 			sched_yield();
 	}
-	t_end = now_ns();
+	t_end = mono_ns();
 	cpu1 = proc_cpu_ns(pid);
 	qsort(lat, nlat, sizeof(*lat), cmp_u32);
 	{
