@@ -899,6 +899,7 @@ struct virtio_dev *virtio_scsi_create(const struct disk_cfg *const *disks,
 				      size_t errlen)
 {
 	unsigned int target[CONFIG_MAX_DISKS], nq = 0;
+	uint64_t spin_ns;
 	struct vscsi *s;
 
 	if (!n || n > CONFIG_MAX_DISKS) {
@@ -916,10 +917,11 @@ struct virtio_dev *virtio_scsi_create(const struct disk_cfg *const *disks,
 		snprintf(err, errlen, "virtio-scsi: out of memory");
 		return NULL;
 	}
+	spin_ns = config_disks_poll_us(disks, n) * 1000ull;
 	for (unsigned int i = 0; i < VIRTIO_SCSI_MAX_QUEUES; i++) {
 		s->q[i].s = s;
 		vqworker_init(&s->q[i].w, &vscsi_queue_ops, &s->dev,
-			      "virtio-scsi", config_disks_poll_us(disks, n) * 1000ull);
+			      "virtio-scsi", spin_ns);
 		pthread_mutex_init(&s->q[i].mbox_lock, NULL);
 	}
 	for (unsigned int i = 0; i < n; i++) {
