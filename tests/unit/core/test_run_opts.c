@@ -129,6 +129,10 @@ static void test_parse_size(void **state)
 
 static void test_config_specs(void **state)
 {
+	static const char *const bad_poll[] = {
+		"path=x,poll-us=10001", "path=x,poll-us=-1",
+		"path=x,poll-us=", "path=x,poll-us=5us",
+	};
 	struct disk_cfg d;
 	struct share_cfg s;
 	char err[256];
@@ -148,12 +152,7 @@ static void test_config_specs(void **state)
 	assert_int_equal(config_parse_disk("queues=65,path=x", &d, err, sizeof(err)), -EINVAL);
 	free((char *)d.path);
 	assert_int_equal(config_parse_disk("ro,cache=none", &d, err, sizeof(err)), -EINVAL);
-	for (size_t i = 0; i < 4; i++) {
-		static const char *const bad_poll[] = {
-			"path=x,poll-us=10001", "path=x,poll-us=-1",
-			"path=x,poll-us=", "path=x,poll-us=5us",
-		};
-
+	for (size_t i = 0; i < sizeof(bad_poll) / sizeof(bad_poll[0]); i++) {
 		err[0] = 0;
 		assert_int_equal(config_parse_disk(bad_poll[i], &d, err, sizeof(err)),
 				 -EINVAL);

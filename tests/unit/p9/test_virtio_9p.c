@@ -124,6 +124,23 @@ static void mount_share(struct fx *f)
 	assert_int_equal(rpc(f, &t, &r), 0);
 }
 
+/* Walks from the root (fid 0) to name as fid, then opens it. */
+static void walk_open(struct fx *f, uint32_t fid, const char *name,
+		      uint32_t flags)
+{
+	struct p9_msg t = { .type = P9_TWALK }, r;
+
+	t.u.twalk.fid = 0;
+	t.u.twalk.newfid = fid;
+	t.u.twalk.nwname = 1;
+	t.u.twalk.wname[0] = S(name);
+	assert_int_equal(rpc(f, &t, &r), 0);
+	t = (struct p9_msg){ .type = P9_TLOPEN };
+	t.u.tlopen.fid = fid;
+	t.u.tlopen.flags = flags;
+	assert_int_equal(rpc(f, &t, &r), 0);
+}
+
 static void test_config_tag(void **state)
 {
 	struct fx *f = *state;
@@ -262,7 +279,7 @@ static void slow_request(struct fx *f, bool write)
 			     vdriver_alloc(&f->d, 8192) };
 	uint8_t data[4096], *rp;
 	unsigned int nowait_reads;
-	struct p9_msg t, r;
+	struct p9_msg t;
 	uint32_t id, used;
 	bool ok;
 	struct stat st;
@@ -278,16 +295,7 @@ static void slow_request(struct fx *f, bool write)
 	assert_int_equal(fstat(fd, &st), 0);
 	close(fd);
 	mount_share(f);
-	t = (struct p9_msg){ .type = P9_TWALK };
-	t.u.twalk.fid = 0;
-	t.u.twalk.newfid = 10;
-	t.u.twalk.nwname = 1;
-	t.u.twalk.wname[0] = S("slow");
-	assert_int_equal(rpc(f, &t, &r), 0);
-	t = (struct p9_msg){ .type = P9_TLOPEN };
-	t.u.tlopen.fid = 10;
-	t.u.tlopen.flags = O_RDWR;
-	assert_int_equal(rpc(f, &t, &r), 0);
+	walk_open(f, 10, "slow", O_RDWR);
 	pthread_mutex_lock(&slow.lock);
 	slow.dev = st.st_dev;
 	slow.ino = st.st_ino;
@@ -379,7 +387,7 @@ static void test_full_ring(void **state)
 	const unsigned int n = VIRTIO_9P_QUEUE_SIZE;
 	uint64_t reqs = vdriver_alloc(&f->d, 64 * n);
 	uint64_t reps = vdriver_alloc(&f->d, 4096 * n);
-	struct p9_msg t, r;
+	struct p9_msg t;
 	bool seen[VIRTIO_9P_QUEUE_SIZE] = { false };
 	char p[128];
 	int fd;
@@ -389,15 +397,7 @@ static void test_full_ring(void **state)
 	assert_int_equal(ftruncate(fd, 1 << 20), 0);
 	close(fd);
 	mount_share(f);
-	t = (struct p9_msg){ .type = P9_TWALK };
-	t.u.twalk.fid = 0;
-	t.u.twalk.newfid = 1;
-	t.u.twalk.nwname = 1;
-	t.u.twalk.wname[0] = S("small");
-	assert_int_equal(rpc(f, &t, &r), 0);
-	t = (struct p9_msg){ .type = P9_TLOPEN };
-	t.u.tlopen.fid = 1;
-	assert_int_equal(rpc(f, &t, &r), 0);
+	walk_open(f, 1, "small", O_RDONLY);
 	for (unsigned int i = 0; i < n; i++) {
 		uint8_t *rq = vdriver_ptr(&f->d, reqs + 64 * i, 64);
 		struct vbuf b[2];

@@ -261,6 +261,22 @@ static void test_direct_unaligned(void **state)
 	check_file(f, 64 * 512, ref, sizeof(ref));
 }
 
+/* Each of n 4 KiB requests r[i] read into p + i * 4096 what fill(seed + i)
+ * wrote there, with status OK. */
+static void expect_filled(struct fixture *f, struct breq *r, const uint8_t *p,
+			  int n, unsigned int seed)
+{
+	enum { SZ = 4096 };
+
+	for (int i = 0; i < n; i++) {
+		uint8_t ref[SZ];
+
+		assert_int_equal(status_of(f, &r[i]), VIRTIO_BLK_S_OK);
+		fill(ref, SZ, seed + i);
+		assert_memory_equal(p + i * SZ, ref, SZ);
+	}
+}
+
 /* Many requests in flight at once, mixed reads and writes, data checked;
  * all come back exactly once. */
 static void test_many_in_flight(void **state)
@@ -294,13 +310,7 @@ static void test_many_in_flight(void **state)
 	vdriver_kick(&f->d, 0);
 	for (int i = 0; i < N; i++)
 		assert_int_equal(vdriver_wait_used(&f->d, 0, &id, &len, WAIT_MS), 1);
-	for (int i = 0; i < N; i++) {
-		uint8_t ref[SZ];
-
-		assert_int_equal(status_of(f, &r[i]), VIRTIO_BLK_S_OK);
-		fill(ref, SZ, 10 + i);
-		assert_memory_equal(p + i * SZ, ref, SZ);
-	}
+	expect_filled(f, r, p, N, 10);
 }
 
 /* Kicks as a real driver does: only when the device asks for them. */
@@ -348,13 +358,7 @@ static void test_slow_then_fast_driver(void **state)
 	kick_if_needed(f, 0, old);
 	for (int i = 0; i < DEEP; i++)
 		assert_int_equal(vdriver_wait_used(&f->d, 0, &id, &len, WAIT_MS), 1);
-	for (int i = 0; i < DEEP; i++) {
-		uint8_t ref[SZ];
-
-		assert_int_equal(status_of(f, &r[i]), VIRTIO_BLK_S_OK);
-		fill(ref, SZ, 200 + i);
-		assert_memory_equal(p + i * SZ, ref, SZ);
-	}
+	expect_filled(f, r, p, DEEP, 200);
 }
 
 /* A request that completes at once (GET_ID) overtakes a large read queued
