@@ -39,15 +39,7 @@ done
 
 print_header
 { printf "%s\n" "$median_py"; cat <<'EOF'; } | python3 - "$work/results" mode
-print("| job | tracking | IOPS | MB/s | avg lat µs | p99 lat µs | CPU µs/IO |")
-print("|---|---|---:|---:|---:|---:|---:|")
-for j in jobs:
-    for m in ("plain", "inflight"):
-        r = rows.get((m, j))
-        if r:
-            print("| %s | %s | %s | %s | %s | %s | %s |" % (j, m, r["iops"], r["bw_mbs"],
-                  r["lat_mean_us"], r["lat_p99_us"], r["cpu_us_per_io"]))
-print()
+print_runs("tracking", ("plain", "inflight"))
 print("| job | inflight/plain IOPS | inflight/plain CPU per I/O |")
 print("|---|---:|---:|")
 for j in jobs:

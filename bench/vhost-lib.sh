@@ -95,6 +95,8 @@ print_header() {
 # key=value words; argv[2] is the key naming the set-up. For each set-up
 # and job, rows[(set-up, job)] is the run with the median IOPS (all its
 # figures); jobs holds the jobs in order of first appearance.
+# print_runs(column, setups) prints the table of those rows, one per job
+# and set-up, column naming the set-up.
 median_py='import sys
 runs = {}
 for line in open(sys.argv[1]):
@@ -108,4 +110,15 @@ jobs = []
 for (b, j) in rows:
     if j not in jobs:
         jobs.append(j)
+
+def print_runs(column, setups):
+    print("| job | %s | IOPS | MB/s | avg lat µs | p99 lat µs | CPU µs/IO |" % column)
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for j in jobs:
+        for s in setups:
+            r = rows.get((s, j))
+            if r:
+                print("| %s | %s | %s | %s | %s | %s | %s |" % (j, s, r["iops"], r["bw_mbs"],
+                      r["lat_mean_us"], r["lat_p99_us"], r["cpu_us_per_io"]))
+    print()
 '

@@ -78,15 +78,7 @@ done
 
 print_header "${yield:+, client $yield}${IOVM_DISK_OPTS:+, iovm --disk ...,$IOVM_DISK_OPTS}"
 { printf "%s\n" "$median_py"; cat <<'EOF'; } | python3 - "$work/results" backend
-print("| job | backend | IOPS | MB/s | avg lat µs | p99 lat µs | CPU µs/IO |")
-print("|---|---|---:|---:|---:|---:|---:|")
-for j in jobs:
-    for b in ("iovm", "qsd", "floor"):
-        r = rows.get((b, j))
-        if r:
-            print("| %s | %s | %s | %s | %s | %s | %s |" % (j, b, r["iops"], r["bw_mbs"],
-                  r["lat_mean_us"], r["lat_p99_us"], r["cpu_us_per_io"]))
-print()
+print_runs("backend", ("iovm", "qsd", "floor"))
 print("| job | iovm/qsd IOPS | iovm/floor IOPS | iovm/qsd CPU per I/O |")
 print("|---|---:|---:|---:|")
 for j in jobs:

@@ -43,12 +43,7 @@ start_backend() {
 	"$iovm" vhost-user-blk --socket "$sock" --disk "path=$work/disk.img" \
 		>"$work/backend.$1.log" 2>&1 &
 	backend=$!
-	for _ in $(seq 50); do
-		[ -S "$sock" ] && return 0
-		sleep 0.1
-	done
-	cat "$work/backend.$1.log"
-	die "back-end $1 did not create its socket"
+	wait_sock "$sock" "$work/backend.$1.log" "back-end $1"
 }
 
 cat >"$work/guest.sh" <<'EOF'

@@ -50,12 +50,7 @@ start_backend() {
 		>"$work/$name.log" 2>&1 &
 	eval "pid_$name=$!"
 	pids="$pids $!"
-	for _ in $(seq 50); do
-		[ -S "$work/$name.sock" ] && return 0
-		sleep 0.1
-	done
-	cat "$work/$name.log"
-	die "backend $name did not create its socket"
+	wait_sock "$work/$name.sock" "$work/$name.log" "back-end $name"
 }
 
 # boot NAME SCRIPT BACKEND...: runs SCRIPT in the guest under QEMU TCG
