@@ -70,6 +70,9 @@ struct vm {
 	void *input_opaque;
 };
 
+/* Each vCPU dispatches as the bus reader of its own index. */
+_Static_assert(VM_MAX_CPUS <= BUS_MAX_READERS, "a bus reader slot per vCPU");
+
 struct gmem *vm_gmem(struct vm *vm) { return &vm->gmem; }
 struct bus *vm_pio_bus(struct vm *vm) { return &vm->pio; }
 struct bus *vm_mmio_bus(struct vm *vm) { return &vm->mmio; }
@@ -304,6 +307,8 @@ int vm_create(const struct vm_params *p, struct vm **out)
 	for (unsigned int i = 0; i < VM_MAX_CPUS; i++)
 		vm->vcpus[i].fd = -1;
 	pthread_mutex_init(&vm->lock, NULL);
+	bus_init(&vm->pio);
+	bus_init(&vm->mmio);
 	vm->mem_size = p->mem_size;
 	vm->ncpus = p->ncpus;
 	vm->mmio_next = VM_PCI_HOLE_START;
@@ -352,6 +357,8 @@ void vm_destroy(struct vm *vm)
 	if (vm->stop_efd >= 0)
 		close(vm->stop_efd);
 	gsi_table_free(&vm->gsi);
+	bus_destroy(&vm->pio);
+	bus_destroy(&vm->mmio);
 	pthread_mutex_destroy(&vm->lock);
 	free(vm);
 }
@@ -508,7 +515,7 @@ void vm_request_reset(struct vm *vm)
 	vm_request_stop(vm, 0);
 }
 
-static void handle_pio(struct vm *vm, struct kvm_run *run)
+static void handle_pio(struct vm *vm, unsigned int reader, struct kvm_run *run)
 {
 	uint8_t *data = (uint8_t *)run + run->io.data_offset;
 	bool wr = run->io.direction == KVM_EXIT_IO_OUT;
@@ -516,17 +523,18 @@ static void handle_pio(struct vm *vm, struct kvm_run *run)
 
 	/* A string instruction (rep outsb) arrives as count items. */
 	for (uint32_t i = 0; i < run->io.count; i++, data += size)
-		if (!bus_dispatch(&vm->pio, run->io.port, data, size, wr) && !wr)
+		if (!bus_dispatch(&vm->pio, reader, run->io.port, data, size, wr) &&
+		    !wr)
 			memset(data, 0xff, size);
 }
 
-static void handle_mmio(struct vm *vm, struct kvm_run *run)
+static void handle_mmio(struct vm *vm, unsigned int reader, struct kvm_run *run)
 {
 	unsigned int len = run->mmio.len;
 
 	if (len > sizeof(run->mmio.data))
 		len = sizeof(run->mmio.data);
-	if (!bus_dispatch(&vm->mmio, run->mmio.phys_addr, run->mmio.data, len,
+	if (!bus_dispatch(&vm->mmio, reader, run->mmio.phys_addr, run->mmio.data, len,
 			  run->mmio.is_write) && !run->mmio.is_write)
 		memset(run->mmio.data, 0xff, len);
 }
@@ -539,10 +547,10 @@ static bool handle_exit(struct vcpu *v)
 
 	switch (run->exit_reason) {
 	case KVM_EXIT_IO:
-		handle_pio(vm, run);
+		handle_pio(vm, v->idx, run);
 		return false;
 	case KVM_EXIT_MMIO:
-		handle_mmio(vm, run);
+		handle_mmio(vm, v->idx, run);
 		return false;
 	case KVM_EXIT_INTR:
 	case KVM_EXIT_HLT:

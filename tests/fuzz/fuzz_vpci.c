@@ -51,8 +51,8 @@ static uint64_t bar_addr(unsigned int bar)
 {
 	uint32_t a = 0x80000000u | 1 << 11 | (0x10 + 4 * bar), v = 0;
 
-	bus_dispatch(&fake.pio, 0xcf8, &a, 4, true);
-	bus_dispatch(&fake.pio, 0xcfc, &v, 4, false);
+	bus_dispatch(&fake.pio, 0, 0xcf8, &a, 4, true);
+	bus_dispatch(&fake.pio, 0, 0xcfc, &v, 4, false);
 	return v & ~15u;
 }
 
@@ -96,26 +96,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 			if (len == 8)
 				len = 4;
-			bus_dispatch(&fake.pio, 0xcf8, &a, 4, true);
-			bus_dispatch(&fake.pio, 0xcfc + (where & 3), &buf, len, op == 0);
+			bus_dispatch(&fake.pio, 0, 0xcf8, &a, 4, true);
+			bus_dispatch(&fake.pio, 0, 0xcfc + (where & 3), &buf, len, op == 0);
 			bar0 = bar_addr(0);
 			msix = bar_addr(VPCI_MSIX_BAR);
 			break;
 		}
 		case 2:
 		case 3:
-			bus_dispatch(&fake.mmio, bar0 + where % VPCI_BAR0_SIZE, &buf,
+			bus_dispatch(&fake.mmio, 0, bar0 + where % VPCI_BAR0_SIZE, &buf,
 				     len, op == 2);
 			break;
 		case 4:
 		case 5:
-			bus_dispatch(&fake.mmio, msix + where % 4096, &buf, len, op == 4);
+			bus_dispatch(&fake.mmio, 0, msix + where % 4096, &buf, len, op == 4);
 			break;
 		case 6:	/* guest RAM */
 			memcpy(ram + (where & ~3u) % RAM, &val, 4);
 			break;
 		case 7:	/* a kick through the notify area */
-			bus_dispatch(&fake.mmio, bar0 + VPCI_NOTIFY_OFF +
+			bus_dispatch(&fake.mmio, 0, bar0 + VPCI_NOTIFY_OFF +
 				     VPCI_NOTIFY_MULT * (where % 3), &buf, 2, true);
 			break;
 		}

@@ -14,6 +14,8 @@ void fakevm_init(struct fake_vm *f, struct gmem *mem)
 	f->mmio_next = VM_PCI_HOLE_START;
 	f->pio_next = 0xc000;
 	f->next_gsi = 24;
+	bus_init(&f->pio);
+	bus_init(&f->mmio);
 	fvm = f;
 }
 
@@ -22,6 +24,8 @@ void fakevm_shutdown(struct fake_vm *f)
 	for (unsigned int i = 0; i < f->nhooks; i++)
 		f->hook[i](f->hook_opaque[i]);
 	f->nhooks = 0;
+	bus_destroy(&f->pio);
+	bus_destroy(&f->mmio);
 }
 
 struct gmem *vm_gmem(struct vm *vm)

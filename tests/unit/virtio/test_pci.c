@@ -34,8 +34,8 @@ static uint32_t cfg_rd(unsigned int slot, unsigned int off, unsigned int len)
 {
 	uint32_t a = 0x80000000u | slot << 11 | (off & 0xfc), v = 0;
 
-	assert_true(bus_dispatch(&fvm->pio, 0xcf8, &a, 4, true));
-	assert_true(bus_dispatch(&fvm->pio, 0xcfc + (off & 3), &v, len, false));
+	assert_true(bus_dispatch(&fvm->pio, 0, 0xcf8, &a, 4, true));
+	assert_true(bus_dispatch(&fvm->pio, 0, 0xcfc + (off & 3), &v, len, false));
 	return v;
 }
 
@@ -44,8 +44,8 @@ static void cfg_wr(unsigned int slot, unsigned int off, uint32_t v,
 {
 	uint32_t a = 0x80000000u | slot << 11 | (off & 0xfc);
 
-	assert_true(bus_dispatch(&fvm->pio, 0xcf8, &a, 4, true));
-	assert_true(bus_dispatch(&fvm->pio, 0xcfc + (off & 3), &v, len, true));
+	assert_true(bus_dispatch(&fvm->pio, 0, 0xcf8, &a, 4, true));
+	assert_true(bus_dispatch(&fvm->pio, 0, 0xcfc + (off & 3), &v, len, true));
 }
 
 static uint64_t bar0;
@@ -54,13 +54,13 @@ static uint64_t mrd(uint64_t off, unsigned int len)
 {
 	uint64_t v = 0;
 
-	assert_true(bus_dispatch(&fvm->mmio, bar0 + off, &v, len, false));
+	assert_true(bus_dispatch(&fvm->mmio, 0, bar0 + off, &v, len, false));
 	return v;
 }
 
 static void mwr(uint64_t off, uint64_t v, unsigned int len)
 {
-	assert_true(bus_dispatch(&fvm->mmio, bar0 + off, &v, len, true));
+	assert_true(bus_dispatch(&fvm->mmio, 0, bar0 + off, &v, len, true));
 }
 
 static uint64_t msix_bar(void)
@@ -124,8 +124,8 @@ static void test_enumeration(void **state)
 	assert_int_equal(cfg_rd(5, 0, 4), 0xffffffffu);
 	uint32_t a = 0x80000100u, v = 0;
 
-	assert_true(bus_dispatch(&fvm->pio, 0xcf8, &a, 4, true));
-	assert_true(bus_dispatch(&fvm->pio, 0xcfc, &v, 4, false));
+	assert_true(bus_dispatch(&fvm->pio, 0, 0xcf8, &a, 4, true));
+	assert_true(bus_dispatch(&fvm->pio, 0, 0xcfc, &v, 4, false));
 	assert_int_equal(v, 0xffffffffu);
 	/* read-only fields ignore writes */
 	cfg_wr(1, 0, 0x12345678, 4);
@@ -170,7 +170,7 @@ static void test_bar_sizing_and_move(void **state)
 	assert_int_equal(nioev, 2);	/* one ioeventfd per queue */
 	/* Linux: decode off, size, restore */
 	cfg_wr(1, 4, cfg_rd(1, 4, 2) & ~2u, 2);
-	assert_false(bus_dispatch(&fvm->mmio, old, &(uint32_t){ 0 }, 4, false));
+	assert_false(bus_dispatch(&fvm->mmio, 0, old, &(uint32_t){ 0 }, 4, false));
 	assert_int_equal(fvm->nioev, 0);
 	cfg_wr(1, 0x10, 0xffffffffu, 4);
 	assert_int_equal(cfg_rd(1, 0x10, 4), (uint32_t)~(VPCI_BAR0_SIZE - 1));
@@ -182,14 +182,14 @@ static void test_bar_sizing_and_move(void **state)
 	cfg_wr(1, 4, cfg_rd(1, 4, 2) | 2u, 2);
 	bar0 = new_addr;
 	assert_int_equal(mrd(VPCI_COMMON_OFF + VPCI_NUM_QUEUES, 2), 2);
-	assert_false(bus_dispatch(&fvm->mmio, old, &(uint32_t){ 0 }, 4, false));
+	assert_false(bus_dispatch(&fvm->mmio, 0, old, &(uint32_t){ 0 }, 4, false));
 	assert_int_equal(fvm->nioev, 2);
 	for (unsigned int i = 0; i < fvm->nioev; i++)
 		assert_true(fvm->ioev_addr[i] == new_addr + VPCI_NOTIFY_OFF ||
 			    fvm->ioev_addr[i] == new_addr + VPCI_NOTIFY_OFF + 4);
 	/* a BAR outside the PCI hole never decodes (it could shadow RAM) */
 	cfg_wr(1, 0x10, 0x100000, 4);
-	assert_false(bus_dispatch(&fvm->mmio, 0x100000, &(uint32_t){ 0 }, 4, false));
+	assert_false(bus_dispatch(&fvm->mmio, 0, 0x100000, &(uint32_t){ 0 }, 4, false));
 	cfg_wr(1, 0x10, new_addr, 4);
 	assert_int_equal(mrd(VPCI_COMMON_OFF + VPCI_NUM_QUEUES, 2), 2);
 }
@@ -262,10 +262,10 @@ static void msix_program(unsigned int vec, uint64_t addr, uint32_t data,
 {
 	uint64_t t = msix_bar() + 16 * vec;
 
-	assert_true(bus_dispatch(&fvm->mmio, t, &(uint32_t){ addr }, 4, true));
-	assert_true(bus_dispatch(&fvm->mmio, t + 4, &(uint32_t){ addr >> 32 }, 4, true));
-	assert_true(bus_dispatch(&fvm->mmio, t + 8, &data, 4, true));
-	assert_true(bus_dispatch(&fvm->mmio, t + 12, &(uint32_t){ masked }, 4, true));
+	assert_true(bus_dispatch(&fvm->mmio, 0, t, &(uint32_t){ addr }, 4, true));
+	assert_true(bus_dispatch(&fvm->mmio, 0, t + 4, &(uint32_t){ addr >> 32 }, 4, true));
+	assert_true(bus_dispatch(&fvm->mmio, 0, t + 8, &data, 4, true));
+	assert_true(bus_dispatch(&fvm->mmio, 0, t + 12, &(uint32_t){ masked }, 4, true));
 }
 
 static uint32_t pba(void)
@@ -275,7 +275,7 @@ static uint32_t pba(void)
 
 	while (cfg_rd(1, off, 1) != PCI_CAP_ID_MSIX)
 		off = cfg_rd(1, off + 1, 1);
-	assert_true(bus_dispatch(&fvm->mmio, msix_bar() + (cfg_rd(1, off + 8, 4) & ~7u),
+	assert_true(bus_dispatch(&fvm->mmio, 0, msix_bar() + (cfg_rd(1, off + 8, 4) & ~7u),
 				 &v, 4, false));
 	return v;
 }
