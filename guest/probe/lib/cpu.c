@@ -339,13 +339,18 @@ int cpus_enumerate(void)
 
 /* ---- AP start-up */
 static volatile uint32_t ap_alive;
+void (*volatile ap_task)(uint32_t index);
 
 /* CPL 0 on the AP (emulated on PVM: kept short). */
 void ap_main(uint32_t index);
 void ap_main(uint32_t index)
 {
+	void (*task)(uint32_t) = ap_task;
+
 	pr("probe: cpu %u apic_id=%u alive\n", index, lapic_id());
 	__atomic_add_fetch(&ap_alive, 1, __ATOMIC_RELEASE);
+	if (task)
+		task(index);
 }
 
 static int lapic_ipi(uint32_t apic_id, uint32_t icr)

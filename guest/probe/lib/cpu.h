@@ -34,6 +34,10 @@ uint64_t msi_address(uint32_t apic_id);
 
 /* Fills cpus[]/ncpus from the MP table, else the ACPI MADT. */
 int cpus_enumerate(void);
+/* When set before cpus_start_aps, each AP runs it after reporting alive,
+ * at CPL 0 (emulated on PVM: ~2 us an instruction) with interrupts off,
+ * then halts. */
+extern void (*volatile ap_task)(uint32_t index);
 /* Starts every AP found; returns the number that reported alive within
  * timeout_ms (each prints "probe: cpu N apic_id=M alive"). */
 unsigned int cpus_start_aps(unsigned int timeout_ms);
