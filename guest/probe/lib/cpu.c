@@ -108,12 +108,13 @@ void lapic_timer_periodic(unsigned int irq, uint32_t count)
 	mmio_write32(lapic_reg(0x380), count);
 }
 
+/* From the LAPIC's own ID register, not CPUID.1:EBX[31:24]: on PVM a CPUID
+ * at CPL 3 is not intercepted and answers with the APIC ID of whichever host
+ * CPU the vCPU thread runs on at that moment, so an MSI addressed with it
+ * reached no vCPU (or the wrong one) in some runs and not in others. */
 uint32_t lapic_id(void)
 {
-	uint32_t a, b, c, d;
-
-	cpuid(1, 0, &a, &b, &c, &d);
-	return b >> 24;
+	return mmio_read32(lapic_reg(0x20)) >> 24;
 }
 
 uint64_t msi_address(uint32_t apic_id)
