@@ -339,8 +339,17 @@ int virtq_get_used(struct virtq *vq, uint32_t *len)
 	vq->desc[last].next = vq->free_head;
 	vq->free_head = id;
 	vq->num_free += n;
-	if (vq->event_idx && !vq->irq_off)
+	if (vq->event_idx && !vq->irq_off) {
 		vq->avail[2 + vq->size] = vq->last_used;	/* used_event */
+		/* The store must be visible before the caller looks at the
+		 * used index again (and then waits for an interrupt): the
+		 * device stores its index, fences, then reads used_event. A
+		 * store still in this CPU's store buffer lets the device see
+		 * the old used_event and skip the interrupt while we miss its
+		 * new entry: a lost wakeup, seen under load as a request that
+		 * never completes. */
+		mb();
+	}
 	return id;
 }
 
