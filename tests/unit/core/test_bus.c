@@ -1,7 +1,6 @@
 /* Bus dispatch: registration rules, lookups at range edges, moves. */
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -302,13 +301,16 @@ static void test_callback_rewrites_its_bus(void **state)
  * (and ThreadSanitizer, in the thread-sanitized build of this test, checks
  * the memory ordering). */
 #define RACE_READERS 3
-#define RACE_UPDATES 4000
+#define RACE_UPDATES 1000
 #define RACE_FIXED 8
 
 struct race {
 	struct bus *b;
 	struct dev fixed[RACE_FIXED], moving, filler;
 	atomic_uint progress[RACE_READERS];
+	atomic_bool waiting;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
 	atomic_bool stop;
 	atomic_uint wrong;
 };
@@ -316,6 +318,45 @@ struct race {
 static uint64_t fixed_base(unsigned int i)
 {
 	return 0x10000 + i * 0x1000;
+}
+
+static unsigned int total_progress(struct race *r)
+{
+	unsigned int n = 0;
+
+	for (unsigned int i = 0; i < RACE_READERS; i++)
+		n += atomic_load(&r->progress[i]);
+	return n;
+}
+
+/* A reader's round is done: wake the writer if it waits for one. The
+ * writer sets `waiting` before it looks at the counters and a reader bumps
+ * its counter before it looks at `waiting` (both sequentially consistent),
+ * so one of them always sees the other. */
+static void reader_round_done(struct race *r, unsigned int idx)
+{
+	atomic_fetch_add(&r->progress[idx], 1);
+	if (atomic_load(&r->waiting)) {
+		pthread_mutex_lock(&r->mu);
+		pthread_cond_broadcast(&r->cv);
+		pthread_mutex_unlock(&r->mu);
+	}
+}
+
+/* Sleeps until some reader has dispatched since the writer's last update
+ * (sleeping, not spinning: on a loaded machine a spinning writer starves
+ * the readers it waits for). */
+static void wait_for_readers(struct race *r, unsigned int *seen)
+{
+	unsigned int now;
+
+	pthread_mutex_lock(&r->mu);
+	atomic_store(&r->waiting, true);
+	while ((now = total_progress(r)) == *seen)
+		pthread_cond_wait(&r->cv, &r->mu);
+	atomic_store(&r->waiting, false);
+	pthread_mutex_unlock(&r->mu);
+	*seen = now;
 }
 
 struct race_reader {
@@ -343,28 +384,9 @@ static void *race_reader_main(void *arg)
 		if (bus_dispatch(r->b, rr->idx, 0x30000 + 4, &v, 4, false) &&
 		    v != r->moving.id)
 			atomic_fetch_add(&r->wrong, 1);
-		atomic_fetch_add(&r->progress[rr->idx], 1);
+		reader_round_done(r, rr->idx);
 	}
 	return NULL;
-}
-
-static unsigned int total_progress(struct race *r)
-{
-	unsigned int n = 0;
-
-	for (unsigned int i = 0; i < RACE_READERS; i++)
-		n += atomic_load(&r->progress[i]);
-	return n;
-}
-
-/* Until some reader has dispatched since the writer's last update. */
-static void wait_for_readers(struct race *r, unsigned int *seen)
-{
-	unsigned int now;
-
-	while ((now = total_progress(r)) == *seen)
-		sched_yield();
-	*seen = now;
 }
 
 static void test_dispatch_during_updates(void **state)
@@ -376,6 +398,8 @@ static void test_dispatch_during_updates(void **state)
 	unsigned int seen = 0;
 
 	memset(&r, 0, sizeof(r));
+	pthread_mutex_init(&r.mu, NULL);
+	pthread_cond_init(&r.cv, NULL);
 	r.b = b;
 	for (unsigned int i = 0; i < RACE_FIXED; i++) {
 		r.fixed[i] = (struct dev){ .magic = DEV_MAGIC, .id = 100 + i, .len = 0x10 };
