@@ -449,7 +449,8 @@ static int listen_on(const char *spec, char *desc, size_t desclen)
 static void usage(FILE *f)
 {
 	fprintf(f,
-"Usage: iovm 9p-serve --share path=DIR[,ro][,msize=SIZE] --listen ADDRESS [OPTIONS]\n"
+"Usage: iovm 9p-serve --share path=DIR[,ro][,msize=SIZE][,security=MODEL]\n"
+"                    --listen ADDRESS [OPTIONS]\n"
 "\n"
 "Serves the host folder DIR with the 9P2000.L protocol over a stream socket,\n"
 "one session per connection, as a Linux guest's 9p client expects it:\n"
@@ -460,13 +461,26 @@ static void usage(FILE *f)
 "The same server code backs the virtio-9p device of `iovm run --share`.\n"
 "\n"
 "Options:\n"
-"  --share path=DIR[,ro][,msize=SIZE]\n"
+"  --share path=DIR[,ro][,msize=SIZE][,security=MODEL]\n"
 "        The folder to serve (required). Every path a client names is\n"
 "        resolved beneath DIR: \"..\" at DIR stays at DIR, and symbolic links\n"
 "        are returned as links, never followed by the server. With ro, every\n"
 "        change (create, write, rename, remove, setattr, xattr, ...) fails\n"
 "        with EROFS. msize is the largest message size accepted, from 4K to\n"
 "        64M (default 4M); clients get the smaller of theirs and this.\n"
+"        security= is how the owners and modes a client sets reach the\n"
+"        host (QEMU's virtfs security models):\n"
+"          mapped-xattr  (default) files and folders the client makes stay\n"
+"                        iovm's user's at mode 0600 (folders 0700); the\n"
+"                        client's uid, gid, mode and device numbers are kept\n"
+"                        in user.virtfs.* xattrs (DIR's file system must\n"
+"                        support user xattrs) and are what the client sees\n"
+"          none          files stay iovm's user's; modes apply without\n"
+"                        setuid (and setgid but on folders); chown is ignored\n"
+"          passthrough   modes as given and, when iovm runs as root, the\n"
+"                        client's uid and gid. RISK: as root, any client can\n"
+"                        then create setuid-root programs and files owned by\n"
+"                        any user in DIR\n"
 "  --listen ADDRESS\n"
 "        Where to accept connections (required):\n"
 "          unix:PATH       a UNIX stream socket at PATH (an old socket at\n"
@@ -485,9 +499,9 @@ static void usage(FILE *f)
 "Security: 9P has no authentication. Anyone who can connect to the socket\n"
 "can read (and unless ro, change) everything in DIR with the rights of the\n"
 "iovm process. TCP listens on loopback unless a HOST is given; protect a\n"
-"UNIX socket with the permissions of its folder. Files the client creates\n"
-"belong to the user running iovm with the modes the client asks for; when\n"
-"iovm runs as root, the client's uid and gid are applied as given.\n"
+"UNIX socket with the permissions of its folder. Unless security=passthrough,\n"
+"nothing a client does makes a setuid or setgid file, or a file owned by\n"
+"another user, on the host.\n"
 "\n"
 "Limits per connection: 65536 fids, 4096 open files, %d requests in flight\n"
 "(served by %d threads), 1 MiB of extended-attribute values; a request past\n"
@@ -588,6 +602,9 @@ int cmd_9p_serve(int argc, char **argv)
 	cfg.path = share.path;
 	cfg.ro = share.ro;
 	cfg.msize = share.msize;
+	cfg.security = share.security == SHARE_SEC_PASSTHROUGH ? P9_SEC_PASSTHROUGH :
+		       share.security == SHARE_SEC_NONE ? P9_SEC_NONE :
+		       P9_SEC_MAPPED_XATTR;
 	/* The descriptors of walked paths are shared by every connection:
 	 * keep room for sockets and open files. */
 	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur != RLIM_INFINITY &&

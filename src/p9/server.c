@@ -69,6 +69,7 @@ struct p9_server {
 	dev_t root_dev;
 	bool ro;
 	bool is_root;			/* running as uid 0: pass uid/gid through */
+	enum p9_security sec;
 	uint32_t msize;
 	struct p9_limits lim;
 	atomic_uint nodes;
@@ -536,30 +537,173 @@ static int proc_path(int fd, char *buf, size_t len)
 	return 0;
 }
 
-/* Gives a new object the owner (when running as root) and the exact mode
- * asked for (the process umask must not apply). The object is checked
- * through an O_PATH descriptor first, so a concurrent swap for a symlink
- * is never followed. */
-static void fix_owner_mode(struct p9_session *s, int fd, uint32_t uid,
-			   uint32_t gid, uint32_t mode, bool set_mode)
-{
-	struct p9_server *srv = s->srv;
-	char nm[16];
-	struct stat st;
+/* ---------- security models ---------- */
 
-	if (fstat(fd, &st) || S_ISLNK(st.st_mode)) {
-		if (srv->is_root && !fstat(fd, &st))
+/* mapped-xattr: where the guest's view of an object is kept (QEMU's names
+ * and sizes, so a folder can move between the two VMMs). */
+#define VIRTFS_PREFIX "user.virtfs."
+#define VIRTFS_UID "user.virtfs.uid"
+#define VIRTFS_GID "user.virtfs.gid"
+#define VIRTFS_MODE "user.virtfs.mode"
+#define VIRTFS_RDEV "user.virtfs.rdev"
+/* ... and the host modes of its objects: the server's alone. */
+#define MAPPED_FILE_MODE 0600
+#define MAPPED_DIR_MODE 0700
+
+/* Outside passthrough no host object is made setuid, nor setgid unless it
+ * is a folder (where setgid only picks the group of new entries, and they
+ * stay the server's anyway). */
+static uint32_t host_safe_mode(mode_t type, uint32_t mode)
+{
+	mode &= 07777;
+	return S_ISDIR(type) ? mode & ~S_ISUID : mode & ~(S_ISUID | S_ISGID);
+}
+
+/* The mode a new object gets from the create call itself: never more
+ * than the model allows, so there is no window with a setuid file. */
+static uint32_t create_mode(struct p9_server *srv, mode_t type, uint32_t mode)
+{
+	switch (srv->sec) {
+	case P9_SEC_PASSTHROUGH:
+		return mode & 07777;
+	case P9_SEC_NONE:
+		return host_safe_mode(type, mode);
+	default:
+		return S_ISDIR(type) ? MAPPED_DIR_MODE : MAPPED_FILE_MODE;
+	}
+}
+
+static int mx_put(int fd, const char *name, uint64_t v, size_t len)
+{
+	char path[40];
+	uint8_t b[8];
+
+	for (size_t i = 0; i < len; i++)
+		b[i] = v >> (8 * i);
+	proc_path(fd, path, sizeof(path));
+	return setxattr(path, name, b, len, 0) ? -errno : 0;
+}
+
+static bool mx_get(const char *path, bool follow, const char *name,
+		   uint64_t *v, size_t len)
+{
+	uint8_t b[8];
+
+	if ((follow ? getxattr(path, name, b, len) :
+		      lgetxattr(path, name, b, len)) != (ssize_t)len)
+		return false;
+	*v = 0;
+	for (size_t i = 0; i < len; i++)
+		*v |= (uint64_t)b[i] << (8 * i);
+	return true;
+}
+
+/* The type a guest's stored mode may give a host object: a regular host
+ * file stands for the guest's FIFOs, sockets and device nodes; anything
+ * else on the host is what it is. */
+static mode_t mapped_type(mode_t host, uint32_t stored)
+{
+	if (S_ISREG(host)) {
+		switch (stored & S_IFMT) {
+		case S_IFIFO:
+		case S_IFSOCK:
+		case S_IFCHR:
+		case S_IFBLK:
+			return stored & S_IFMT;
+		}
+	}
+	return host & S_IFMT;
+}
+
+/* Overlays the stored owner, mode and rdev on st, the host's stat of the
+ * object at path (a /proc/self/fd magic link, followed). Symlinks carry
+ * no user xattrs. */
+static void mapped_overlay(const char *path, struct stat *st)
+{
+	uint64_t v;
+
+	if (S_ISLNK(st->st_mode))
+		return;
+	if (mx_get(path, true, VIRTFS_UID, &v, 4))
+		st->st_uid = v;
+	if (mx_get(path, true, VIRTFS_GID, &v, 4))
+		st->st_gid = v;
+	if (mx_get(path, true, VIRTFS_MODE, &v, 4))
+		st->st_mode = mapped_type(st->st_mode, v) | (v & 07777);
+	if ((S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode)) &&
+	    mx_get(path, true, VIRTFS_RDEV, &v, 8))
+		st->st_rdev = v;
+}
+
+/* The attributes the guest sees for a node. */
+static int node_guest_stat(struct p9_server *srv, struct p9_node *n,
+			   struct stat *st)
+{
+	char path[40];
+
+	if (fstatat(n->fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW))
+		return -errno;
+	if (srv->sec == P9_SEC_MAPPED_XATTR) {
+		proc_path(n->fd, path, sizeof(path));
+		mapped_overlay(path, st);
+	}
+	return 0;
+}
+
+/* Gives a new object (fd: an O_PATH descriptor of it) the owner and mode
+ * the client asked for, as far as the security model lets them reach the
+ * host: passthrough applies both (the owner only when running as root),
+ * none keeps the server's owner and a safe mode, mapped-xattr stores the
+ * client's owner, mode (type included) and rdev and keeps the host object
+ * the server's at 0600/0700. The process umask must not apply, so the
+ * mode is set again after the create. Returns -errno when mapped-xattr
+ * cannot store the attributes; the caller then removes the object. */
+static int set_new_attrs(struct p9_server *srv, int fd, uint32_t uid,
+			 uint32_t gid, uint32_t mode, uint64_t rdev)
+{
+	struct stat st;
+	uint32_t want;
+	char nm[16];
+	int ret;
+
+	if (fstat(fd, &st))
+		return -errno;
+	if (S_ISLNK(st.st_mode)) {
+		if (srv->sec == P9_SEC_PASSTHROUGH && srv->is_root)
 			(void)!fchownat(fd, "", uid, gid,
 					AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
-		return;
+		return 0;
 	}
-	if (srv->is_root)
-		(void)!fchownat(fd, "", uid, gid,
-				AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
-	if (set_mode && (st.st_mode & 07777) != (mode & 07777)) {
+	switch (srv->sec) {
+	case P9_SEC_PASSTHROUGH:
+		/* chown clears setuid and setgid: the mode is compared after */
+		if (srv->is_root &&
+		    !fchownat(fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) &&
+		    fstat(fd, &st))
+			return -errno;
+		want = mode & 07777;
+		break;
+	case P9_SEC_NONE:
+		want = host_safe_mode(st.st_mode, mode);
+		break;
+	default:
+		ret = mx_put(fd, VIRTFS_UID, uid, 4);
+		if (!ret)
+			ret = mx_put(fd, VIRTFS_GID, gid, 4);
+		if (!ret)
+			ret = mx_put(fd, VIRTFS_MODE, mode, 4);
+		if (!ret && (S_ISCHR(mode) || S_ISBLK(mode)))
+			ret = mx_put(fd, VIRTFS_RDEV, rdev, 8);
+		if (ret)
+			return ret;
+		want = create_mode(srv, st.st_mode, mode);
+		break;
+	}
+	if ((st.st_mode & 07777) != want) {
 		proc_name(fd, nm);
-		(void)!fchmodat(srv->procfd, nm, mode & 07777, 0);
+		(void)!fchmodat(srv->procfd, nm, want, 0);
 	}
+	return 0;
 }
 
 static bool node_budget(struct p9_server *srv)
@@ -735,7 +879,7 @@ static int h_getattr(struct op *o)
 
 	if (!f)
 		return -EBADF;
-	ret = node_stat(f->node, &st);
+	ret = node_guest_stat(o->srv, f->node, &st);
 	fid_put(o->s, f);
 	if (ret)
 		return ret;
@@ -759,6 +903,60 @@ static int h_getattr(struct op *o)
 	return 0;
 }
 
+/* Mode and owner under passthrough and none. */
+static int setattr_host(struct op *o, struct p9_fid *f, const struct stat *st)
+{
+	uint32_t valid = o->m->u.tsetattr.valid;
+	struct p9_server *srv = o->srv;
+	int fd = f->node->fd;
+	uint32_t mode = o->m->u.tsetattr.mode & 07777;
+	char nm[16];
+
+	proc_name(fd, nm);
+	if (valid & P9_SETATTR_MODE) {
+		if (srv->sec != P9_SEC_PASSTHROUGH)
+			mode = host_safe_mode(st->st_mode, mode);
+		if (fchmodat(srv->procfd, nm, mode, 0))
+			return -errno;
+	}
+	/* none: the host file stays the server's; like QEMU's none, the
+	 * client is not told that its chown did not reach the host. */
+	if ((valid & (P9_SETATTR_UID | P9_SETATTR_GID)) &&
+	    srv->sec == P9_SEC_PASSTHROUGH) {
+		uid_t uid = valid & P9_SETATTR_UID ? o->m->u.tsetattr.uid : (uid_t)-1;
+		gid_t gid = valid & P9_SETATTR_GID ? o->m->u.tsetattr.gid : (gid_t)-1;
+
+		if (fchownat(fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW))
+			return -errno;
+	}
+	return 0;
+}
+
+/* Mode and owner under mapped-xattr: stored, the host object untouched. A
+ * symlink cannot carry them; its chown is accepted and changes nothing. */
+static int setattr_mapped(struct op *o, struct p9_fid *f, const struct stat *st)
+{
+	uint32_t valid = o->m->u.tsetattr.valid;
+	struct stat gst = *st;
+	char path[40];
+	int fd = f->node->fd, ret = 0;
+
+	if (S_ISLNK(st->st_mode))
+		return 0;
+	if (valid & P9_SETATTR_MODE) {
+		/* the stored type (a guest's FIFO or device) is kept */
+		proc_path(fd, path, sizeof(path));
+		mapped_overlay(path, &gst);
+		ret = mx_put(fd, VIRTFS_MODE, (gst.st_mode & S_IFMT) |
+			     (o->m->u.tsetattr.mode & 07777), 4);
+	}
+	if (!ret && (valid & P9_SETATTR_UID))
+		ret = mx_put(fd, VIRTFS_UID, o->m->u.tsetattr.uid, 4);
+	if (!ret && (valid & P9_SETATTR_GID))
+		ret = mx_put(fd, VIRTFS_GID, o->m->u.tsetattr.gid, 4);
+	return ret;
+}
+
 static int do_setattr(struct op *o, struct p9_fid *f)
 {
 	uint32_t valid = o->m->u.tsetattr.valid;
@@ -776,19 +974,12 @@ static int do_setattr(struct op *o, struct p9_fid *f)
 	if (ret)
 		return ret;
 	proc_name(fd, nm);
-	if (valid & P9_SETATTR_MODE) {
-		if (S_ISLNK(st.st_mode))
-			return -EOPNOTSUPP;
-		if (fchmodat(srv->procfd, nm, o->m->u.tsetattr.mode & 07777, 0))
-			return -errno;
-	}
-	if (valid & (P9_SETATTR_UID | P9_SETATTR_GID)) {
-		uid_t uid = valid & P9_SETATTR_UID ? o->m->u.tsetattr.uid : (uid_t)-1;
-		gid_t gid = valid & P9_SETATTR_GID ? o->m->u.tsetattr.gid : (gid_t)-1;
-
-		if (fchownat(fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW))
-			return -errno;
-	}
+	if ((valid & P9_SETATTR_MODE) && S_ISLNK(st.st_mode))
+		return -EOPNOTSUPP;
+	ret = srv->sec == P9_SEC_MAPPED_XATTR ? setattr_mapped(o, f, &st) :
+	      setattr_host(o, f, &st);
+	if (ret)
+		return ret;
 	if (valid & P9_SETATTR_SIZE) {
 		int wfd;
 
@@ -1007,7 +1198,7 @@ static int h_lcreate(struct op *o)
 	/* O_EXCL first, to know whether the mode and owner are ours to set;
 	 * O_NOFOLLOW so an existing symlink is never opened through. */
 	fd = open_beneath(f->node->fd, name, fl | O_CREAT | O_EXCL | O_NOFOLLOW,
-			  o->m->u.tlcreate.mode & 07777);
+			  create_mode(srv, S_IFREG, o->m->u.tlcreate.mode));
 	if (fd == -EEXIST && !(p9fl & P9_DOTL_EXCL)) {
 		created = false;
 		ret = open_existing(srv, f->node->fd, name, fl, &fd, &pfd);
@@ -1027,8 +1218,14 @@ static int h_lcreate(struct op *o)
 		}
 	}
 	if (created)
-		fix_owner_mode(s, pfd, f->uid, o->m->u.tlcreate.gid,
-			       o->m->u.tlcreate.mode, true);
+		ret = set_new_attrs(srv, pfd, f->uid, o->m->u.tlcreate.gid,
+				    S_IFREG | (o->m->u.tlcreate.mode & 07777), 0);
+	if (ret) {
+		unlinkat(f->node->fd, name, 0);
+		close(fd);
+		close(pfd);
+		goto out_slot;
+	}
 	if (fstat(pfd, &st)) {
 		ret = -errno;
 		close(fd);
@@ -1074,17 +1271,24 @@ out:
 }
 
 /* Common tail of mkdir, symlink, mknod: owner, mode and qid of the new
- * object, looked up without following it. */
+ * object, looked up without following it (mode carries the type the
+ * client asked for). An object whose attributes cannot be stored is
+ * removed again. */
 static int new_object_qid(struct op *o, int dirfd, const char *name,
 			  uint32_t uid, uint32_t gid, uint32_t mode,
-			  bool set_mode, struct p9_qid *qid)
+			  uint64_t rdev, struct p9_qid *qid)
 {
 	struct stat st;
-	int fd = open_beneath(dirfd, name, O_PATH | O_NOFOLLOW, 0);
+	int fd = open_beneath(dirfd, name, O_PATH | O_NOFOLLOW, 0), ret;
 
 	if (fd < 0)
 		return fd;
-	fix_owner_mode(o->s, fd, uid, gid, mode, set_mode);
+	ret = set_new_attrs(o->srv, fd, uid, gid, mode, rdev);
+	if (ret) {
+		close(fd);
+		unlinkat(dirfd, name, S_ISDIR(mode) ? AT_REMOVEDIR : 0);
+		return ret;
+	}
 	if (fstat(fd, &st)) {
 		close(fd);
 		return -errno;
@@ -1106,11 +1310,12 @@ static int h_mkdir(struct op *o)
 	ret = check_name(&o->m->u.tmkdir.name, name);
 	if (!ret && o->srv->ro)
 		ret = -EROFS;
-	if (!ret && mkdirat(f->node->fd, name, mode))
+	if (!ret && mkdirat(f->node->fd, name,
+			    create_mode(o->srv, S_IFDIR, mode)))
 		ret = -errno;
 	if (!ret)
 		ret = new_object_qid(o, f->node->fd, name, f->uid,
-				     o->m->u.tmkdir.gid, mode, true,
+				     o->m->u.tmkdir.gid, S_IFDIR | mode, 0,
 				     &o->r->u.rqid.qid);
 	fid_put(o->s, f);
 	return ret;
@@ -1142,7 +1347,7 @@ static int h_symlink(struct op *o)
 	}
 	if (!ret)
 		ret = new_object_qid(o, f->node->fd, name, f->uid,
-				     o->m->u.tsymlink.gid, 0, false,
+				     o->m->u.tsymlink.gid, S_IFLNK | 0777, 0,
 				     &o->r->u.rqid.qid);
 	fid_put(o->s, f);
 	return ret;
@@ -1160,14 +1365,26 @@ static int h_mknod(struct op *o)
 	ret = check_name(&o->m->u.tmknod.name, name);
 	if (!ret && o->srv->ro)
 		ret = -EROFS;
-	/* Device nodes would give the guest host devices. */
-	if (!ret && !S_ISFIFO(mode) && !S_ISSOCK(mode) && !S_ISREG(mode))
+	/* Device nodes would give the guest host devices: mapped-xattr makes
+	 * every special file a plain host file (the type in its xattrs), the
+	 * others refuse device nodes. */
+	if (!ret && !S_ISFIFO(mode) && !S_ISSOCK(mode) && !S_ISREG(mode) &&
+	    (o->srv->sec != P9_SEC_MAPPED_XATTR ||
+	     (!S_ISCHR(mode) && !S_ISBLK(mode))))
 		ret = S_ISCHR(mode) || S_ISBLK(mode) ? -EPERM : -EINVAL;
-	if (!ret && mknodat(f->node->fd, name, mode & (S_IFMT | 07777), 0))
-		ret = -errno;
+	if (!ret) {
+		mode_t host = o->srv->sec == P9_SEC_MAPPED_XATTR ? S_IFREG :
+			      mode & S_IFMT;
+
+		if (mknodat(f->node->fd, name,
+			    host | create_mode(o->srv, host, mode), 0))
+			ret = -errno;
+	}
 	if (!ret)
 		ret = new_object_qid(o, f->node->fd, name, f->uid,
-				     o->m->u.tmknod.gid, mode, true,
+				     o->m->u.tmknod.gid, mode & (S_IFMT | 07777),
+				     makedev(o->m->u.tmknod.major,
+					     o->m->u.tmknod.minor),
 				     &o->r->u.rqid.qid);
 	fid_put(o->s, f);
 	return ret;
@@ -1493,6 +1710,25 @@ out:
 	return ret;
 }
 
+/* mapped-xattr: the type of a regular host file as the guest made it
+ * (a FIFO, socket or device node it created with mknod). */
+static uint8_t mapped_dtype(int dirfd, const char *name)
+{
+	char path[300];
+	uint64_t v;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", dirfd, name);
+	if (!mx_get(path, false, VIRTFS_MODE, &v, 4))
+		return DT_REG;
+	switch (mapped_type(S_IFREG, v)) {
+	case S_IFIFO: return DT_FIFO;
+	case S_IFSOCK: return DT_SOCK;
+	case S_IFCHR: return DT_CHR;
+	case S_IFBLK: return DT_BLK;
+	default: return DT_REG;
+	}
+}
+
 /* Writes dirents straight into the reply's iovecs after the header. */
 static int h_readdir(struct op *o)
 {
@@ -1501,7 +1737,7 @@ static int h_readdir(struct op *o)
 	char dbuf[4096] __attribute__((aligned(8)));
 	uint32_t room, used = 0;
 	uint64_t dev_bits = 0;
-	bool full = false;
+	bool full = false, mapped = o->srv->sec == P9_SEC_MAPPED_XATTR;
 	struct stat dst;
 	int ret, fd;
 
@@ -1537,8 +1773,10 @@ static int h_readdir(struct op *o)
 			struct dirent64 *d = (struct dirent64 *)(dbuf + pos);
 			size_t nl = strlen(d->d_name);
 			uint8_t e[P9_QIDSZ + 8 + 1 + 2];
-			uint8_t qt = d->d_type == DT_DIR ? P9_QTDIR :
-				     d->d_type == DT_LNK ? P9_QTSYMLINK : P9_QTFILE;
+			uint8_t dt = d->d_type == DT_REG && mapped ?
+				     mapped_dtype(fd, d->d_name) : d->d_type;
+			uint8_t qt = dt == DT_DIR ? P9_QTDIR :
+				     dt == DT_LNK ? P9_QTSYMLINK : P9_QTFILE;
 			uint64_t ino = d->d_ino ^ dev_bits, doff = d->d_off;
 
 			pos += d->d_reclen;
@@ -1552,7 +1790,7 @@ static int h_readdir(struct op *o)
 				e[5 + i] = ino >> (8 * i);
 				e[13 + i] = doff >> (8 * i);
 			}
-			e[21] = d->d_type;
+			e[21] = dt;
 			e[22] = nl;
 			e[23] = nl >> 8;
 			iov_copy(o->out, o->nout, P9_IOHDRSZ + used, e,
@@ -1699,6 +1937,25 @@ static int xattr_reserve(struct p9_session *s, size_t size)
 	return 0;
 }
 
+/* Takes the user.virtfs.* names out of a listxattr list; returns its new
+ * length. */
+static size_t xattr_list_hide(uint8_t *buf, size_t n)
+{
+	size_t in = 0, out = 0, plen = strlen(VIRTFS_PREFIX);
+
+	while (in < n) {
+		const uint8_t *end = memchr(buf + in, 0, n - in);
+		size_t len = end ? (size_t)(end - (buf + in)) + 1 : n - in;
+
+		if (len <= plen || memcmp(buf + in, VIRTFS_PREFIX, plen)) {
+			memmove(buf + out, buf + in, len);
+			out += len;
+		}
+		in += len;
+	}
+	return out;
+}
+
 static int h_xattrwalk(struct op *o)
 {
 	struct p9_session *s = o->s;
@@ -1715,6 +1972,13 @@ static int h_xattrwalk(struct op *o)
 	ret = xattr_name(&o->m->u.txattrwalk.name, name, true);
 	if (ret)
 		goto out;
+	/* mapped-xattr: the stored owner and mode are the server's, not
+	 * xattrs of the guest's (QEMU hides them the same way) */
+	if (o->srv->sec == P9_SEC_MAPPED_XATTR &&
+	    !strncmp(name, VIRTFS_PREFIX, strlen(VIRTFS_PREFIX))) {
+		ret = -ENODATA;
+		goto out;
+	}
 	proc_path(f->node->fd, path, sizeof(path));
 	/* Size first, then the value, so only the real size is held; a
 	 * value that grows in between fails with ERANGE. */
@@ -1743,6 +2007,8 @@ static int h_xattrwalk(struct op *o)
 			ret = -errno;
 			goto out_budget;
 		}
+		if (!name[0] && o->srv->sec == P9_SEC_MAPPED_XATTR)
+			n = xattr_list_hide(buf, n);
 	}
 	node_get(f->node);
 	ret = fid_add(s, newfid, f->node, f->uid);
@@ -1798,6 +2064,9 @@ static int h_xattrcreate(struct op *o)
 		ret = -EROFS;
 	if (!ret && !xattr_settable(name))
 		ret = -EOPNOTSUPP;
+	if (!ret && o->srv->sec == P9_SEC_MAPPED_XATTR &&
+	    !strncmp(name, VIRTFS_PREFIX, strlen(VIRTFS_PREFIX)))
+		ret = -EACCES;
 	if (!ret && (flags & ~(uint32_t)(XATTR_CREATE | XATTR_REPLACE)))
 		ret = -EINVAL;
 	if (!ret && size > XATTR_MAX)
@@ -2208,6 +2477,23 @@ int p9_server_open(const struct p9_server_cfg *cfg, struct p9_server **out,
 	srv->root_dev = st.st_dev;
 	srv->ro = cfg->ro;
 	srv->is_root = geteuid() == 0;
+	srv->sec = cfg->security;
+	/* mapped-xattr keeps every owner and mode in user xattrs: a file
+	 * system without them could store nothing the guest creates. */
+	if (srv->sec == P9_SEC_MAPPED_XATTR && !srv->ro) {
+		char path[40];
+
+		proc_path(fd, path, sizeof(path));
+		if (getxattr(path, VIRTFS_MODE, NULL, 0) < 0 &&
+		    (errno == EOPNOTSUPP || errno == ENOTSUP)) {
+			snprintf(err, errlen, "share %s: its file system has no user extended attributes, which security=mapped-xattr needs (security=none works without them)",
+				 cfg->path);
+			node_put(srv, srv->root);
+			close(srv->procfd);
+			free(srv);
+			return -EOPNOTSUPP;
+		}
+	}
 	srv->msize = cfg->msize ? cfg->msize : (4u << 20);
 	if (srv->msize < P9_MIN_MSIZE)
 		srv->msize = P9_MIN_MSIZE;

@@ -23,9 +23,26 @@ struct p9_limits {
 	uint32_t xattr_budget;	/* bytes of xattr values held per session */
 };
 
+/* How the guest's owners and modes reach the host (QEMU's virtfs
+ * security_model names). */
+enum p9_security {
+	/* The host object stays the server's, with mode 0600 (0700 for a
+	 * folder); the guest's uid, gid, mode and, for mknod, file type
+	 * and rdev are kept in user.virtfs.{uid,gid,mode,rdev} xattrs and
+	 * are what getattr and readdir report. The default. */
+	P9_SEC_MAPPED_XATTR,
+	/* The host object stays the server's; modes apply without setuid
+	 * (and setgid but on folders); chown is accepted and ignored. */
+	P9_SEC_NONE,
+	/* Owners (when the server runs as root) and modes go to the host as
+	 * given, setuid included: a client can make setuid-root files. */
+	P9_SEC_PASSTHROUGH,
+};
+
 struct p9_server_cfg {
 	const char *path;	/* the exported folder */
 	bool ro;
+	enum p9_security security;
 	uint32_t msize;		/* largest msize accepted */
 	struct p9_limits lim;	/* zero fields take defaults */
 };

@@ -589,8 +589,12 @@ static const struct virtio_dev_ops v9p_ops = {
 struct virtio_dev *virtio_9p_create(const struct share_cfg *cfg, char *err,
 				    size_t errlen)
 {
-	struct p9_server_cfg scfg = { .path = cfg->path, .ro = cfg->ro,
-				      .msize = cfg->msize };
+	struct p9_server_cfg scfg = {
+		.path = cfg->path, .ro = cfg->ro, .msize = cfg->msize,
+		.security = cfg->security == SHARE_SEC_PASSTHROUGH ? P9_SEC_PASSTHROUGH :
+			    cfg->security == SHARE_SEC_NONE ? P9_SEC_NONE :
+			    P9_SEC_MAPPED_XATTR,
+	};
 	size_t tl = cfg->tag ? strlen(cfg->tag) : 0;
 	pthread_condattr_t ca;
 	struct rlimit rl;
