@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -39,6 +40,7 @@
 struct p9_node {
 	atomic_uint refs;
 	int fd;
+	struct p9_session *sess;	/* whose budget fd is in (the root: none) */
 	struct p9_node *parent;
 	uint16_t namelen;
 	char name[];
@@ -83,6 +85,7 @@ struct p9_session {
 	uint32_t nbuckets;
 	uint32_t nfids;
 	atomic_uint nopen;
+	atomic_uint fds;		/* host descriptors held, see fd_take */
 	atomic_uint xattr_bytes;
 	_Atomic uint32_t msize;
 	struct p9_req pending;		/* list head */
@@ -225,10 +228,59 @@ static ssize_t rw_iov(int fd, bool write, struct iovec *iov, unsigned int n,
 	return done;
 }
 
+/* ---------- descriptor budget ---------- */
+
+/* Descriptors held by every 9P server of the process, and how many they
+ * may hold (see P9_FD_RESERVE); set as each server opens. */
+static atomic_uint fds_used;
+static atomic_uint fds_pool;
+
+/* Takes one descriptor from the session's share and from the process's
+ * budget, before the open that needs it, so the process itself never runs
+ * out: a guest's walks fail with EMFILE, never another device's setup. */
+static int fd_take(struct p9_session *s)
+{
+	if (atomic_fetch_add(&s->fds, 1) >= s->srv->lim.max_fds) {
+		atomic_fetch_sub(&s->fds, 1);
+		return -EMFILE;
+	}
+	if (atomic_fetch_add(&fds_used, 1) >= atomic_load(&fds_pool)) {
+		atomic_fetch_sub(&fds_used, 1);
+		atomic_fetch_sub(&s->fds, 1);
+		return -ENFILE;
+	}
+	return 0;
+}
+
+static void fd_give(struct p9_session *s)
+{
+	atomic_fetch_sub(&fds_used, 1);
+	atomic_fetch_sub(&s->fds, 1);
+}
+
+/* The process's budget for 9P under the current soft limit, less extra. */
+static uint64_t fd_budget(uint64_t extra)
+{
+	struct rlimit rl;
+	uint64_t lim, reserve;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return 0;
+	lim = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1u << 30) ?
+	      (1u << 30) : rl.rlim_cur;
+	reserve = lim / 8 > P9_FD_RESERVE ? lim / 8 : P9_FD_RESERVE;
+	if (reserve > lim / 2)
+		reserve = lim / 2;
+	reserve += extra;
+	return lim > reserve ? lim - reserve : 0;
+}
+
 /* ---------- nodes ---------- */
 
-static struct p9_node *node_new(struct p9_server *srv, int fd,
-				struct p9_node *parent, const char *name,
+/* fd is already counted in sess's budget (fd_take), which the node
+ * gives back when it closes fd. */
+static struct p9_node *node_new(struct p9_server *srv, struct p9_session *sess,
+				int fd, struct p9_node *parent, const char *name,
 				size_t namelen)
 {
 	struct p9_node *n = malloc(sizeof(*n) + namelen + 1);
@@ -237,6 +289,7 @@ static struct p9_node *node_new(struct p9_server *srv, int fd,
 		return NULL;
 	atomic_init(&n->refs, 1);
 	n->fd = fd;
+	n->sess = sess;
 	n->parent = parent;
 	if (parent)
 		atomic_fetch_add(&parent->refs, 1);
@@ -259,6 +312,8 @@ static void node_put(struct p9_server *srv, struct p9_node *n)
 		struct p9_node *parent = n->parent;
 
 		close(n->fd);
+		if (n->sess)
+			fd_give(n->sess);
 		free(n);
 		atomic_fetch_sub(&srv->nodes, 1);
 		n = parent;
@@ -311,6 +366,7 @@ static void fid_free(struct p9_session *s, struct p9_fid *f)
 	if (ofd >= 0) {
 		close(ofd);
 		atomic_fetch_sub(&s->nopen, 1);
+		fd_give(s);
 	}
 	if (f->xbuf || f->xsize)
 		atomic_fetch_sub(&s->xattr_bytes, f->xsize);
@@ -706,11 +762,6 @@ static int set_new_attrs(struct p9_server *srv, int fd, uint32_t uid,
 	return 0;
 }
 
-static bool node_budget(struct p9_server *srv)
-{
-	return atomic_load(&srv->nodes) < srv->lim.max_nodes;
-}
-
 /* ---------- request handling ---------- */
 
 struct op {
@@ -791,14 +842,18 @@ static int walk_one(struct op *o, struct p9_node *cur, const struct p9_str *nm,
 		ret = check_name(nm, name);
 		if (ret)
 			return ret;
-		if (!node_budget(o->srv))
-			return -EMFILE;
+		ret = fd_take(o->s);
+		if (ret)
+			return ret;
 		fd = open_beneath(cur->fd, name, O_PATH | O_NOFOLLOW, 0);
-		if (fd < 0)
+		if (fd < 0) {
+			fd_give(o->s);
 			return fd;
-		*next = node_new(o->srv, fd, cur, name, nm->len);
+		}
+		*next = node_new(o->srv, o->s, fd, cur, name, nm->len);
 		if (!*next) {
 			close(fd);
+			fd_give(o->s);
 			return -ENOMEM;
 		}
 	}
@@ -987,11 +1042,15 @@ static int do_setattr(struct op *o, struct p9_fid *f)
 			return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
 		if (o->m->u.tsetattr.size > INT64_MAX)
 			return -EFBIG;
+		ret = fd_take(o->s);
+		if (ret)
+			return ret;
 		wfd = openat(srv->procfd, nm, O_WRONLY | O_CLOEXEC | O_NONBLOCK);
-		if (wfd < 0)
-			return -errno;
-		ret = ftruncate(wfd, o->m->u.tsetattr.size) ? -errno : 0;
-		close(wfd);
+		ret = wfd < 0 ? -errno :
+		      ftruncate(wfd, o->m->u.tsetattr.size) ? -errno : 0;
+		if (wfd >= 0)
+			close(wfd);
+		fd_give(o->s);
 		if (ret)
 			return ret;
 	}
@@ -1057,13 +1116,25 @@ static int open_flags(uint32_t p9, bool ro)
 	return fl | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
 }
 
+/* An open file: a slot of max_open and a descriptor of the budget. */
 static int take_open_slot(struct p9_session *s)
 {
+	int ret;
+
 	if (atomic_fetch_add(&s->nopen, 1) >= s->srv->lim.max_open) {
 		atomic_fetch_sub(&s->nopen, 1);
 		return -EMFILE;
 	}
-	return 0;
+	ret = fd_take(s);
+	if (ret)
+		atomic_fetch_sub(&s->nopen, 1);
+	return ret;
+}
+
+static void give_open_slot(struct p9_session *s)
+{
+	atomic_fetch_sub(&s->nopen, 1);
+	fd_give(s);
 }
 
 static int h_lopen(struct op *o)
@@ -1098,7 +1169,7 @@ static int h_lopen(struct op *o)
 	fd = openat(o->srv->procfd, nm, fl);
 	if (fd < 0) {
 		ret = -errno;
-		atomic_fetch_sub(&s->nopen, 1);
+		give_open_slot(s);
 		goto out;
 	}
 	pthread_mutex_lock(&f->lock);
@@ -1106,7 +1177,7 @@ static int h_lopen(struct op *o)
 	    atomic_load(&f->kind) != FID_PATH) {
 		pthread_mutex_unlock(&f->lock);
 		close(fd);
-		atomic_fetch_sub(&s->nopen, 1);
+		give_open_slot(s);
 		ret = -EBUSY;
 		goto out;
 	}
@@ -1168,7 +1239,7 @@ static int h_lcreate(struct op *o)
 	char name[P9_NAME_MAX + 1], nm[16];
 	struct p9_node *node, *old;
 	uint32_t p9fl = o->m->u.tlcreate.flags;
-	bool created = true;
+	bool created = true, pfd_counted = true;
 	struct stat st;
 	int fl, fd, pfd = -1, ret;
 
@@ -1188,13 +1259,15 @@ static int h_lcreate(struct op *o)
 		ret = -EBUSY;
 		goto out;
 	}
-	if (!node_budget(srv)) {
-		ret = -EMFILE;
-		goto out;
-	}
+	/* the open file, and the O_PATH descriptor of the new node */
 	ret = take_open_slot(s);
 	if (ret)
 		goto out;
+	ret = fd_take(s);
+	if (ret) {
+		give_open_slot(s);
+		goto out;
+	}
 	/* O_EXCL first, to know whether the mode and owner are ours to set;
 	 * O_NOFOLLOW so an existing symlink is never opened through. */
 	fd = open_beneath(f->node->fd, name, fl | O_CREAT | O_EXCL | O_NOFOLLOW,
@@ -1232,13 +1305,14 @@ static int h_lcreate(struct op *o)
 		close(pfd);
 		goto out_slot;
 	}
-	node = node_new(srv, pfd, f->node, name, strlen(name));
+	node = node_new(srv, s, pfd, f->node, name, strlen(name));
 	if (!node) {
 		ret = -ENOMEM;
 		close(fd);
 		close(pfd);
 		goto out_slot;
 	}
+	pfd_counted = false;	/* the node gives it back */
 	pthread_mutex_lock(&f->lock);
 	if (atomic_load(&f->ofd) >= 0 || atomic_load(&f->kind) != FID_PATH) {
 		/* A concurrent request on the same fid got there first. */
@@ -1264,7 +1338,9 @@ static int h_lcreate(struct op *o)
 	ret = 0;
 	goto out;
 out_slot:
-	atomic_fetch_sub(&s->nopen, 1);
+	give_open_slot(s);
+	if (pfd_counted)
+		fd_give(s);
 out:
 	fid_put(s, f);
 	return ret;
@@ -1279,23 +1355,27 @@ static int new_object_qid(struct op *o, int dirfd, const char *name,
 			  uint64_t rdev, struct p9_qid *qid)
 {
 	struct stat st;
-	int fd = open_beneath(dirfd, name, O_PATH | O_NOFOLLOW, 0), ret;
+	int fd, ret = fd_take(o->s);
 
-	if (fd < 0)
-		return fd;
-	ret = set_new_attrs(o->srv, fd, uid, gid, mode, rdev);
 	if (ret) {
-		close(fd);
 		unlinkat(dirfd, name, S_ISDIR(mode) ? AT_REMOVEDIR : 0);
 		return ret;
 	}
-	if (fstat(fd, &st)) {
-		close(fd);
-		return -errno;
+	fd = open_beneath(dirfd, name, O_PATH | O_NOFOLLOW, 0);
+	if (fd < 0) {
+		fd_give(o->s);
+		return fd;
 	}
+	ret = set_new_attrs(o->srv, fd, uid, gid, mode, rdev);
+	if (ret)
+		unlinkat(dirfd, name, S_ISDIR(mode) ? AT_REMOVEDIR : 0);
+	else if (fstat(fd, &st))
+		ret = -errno;
 	close(fd);
-	make_qid(o->srv, &st, qid);
-	return 0;
+	fd_give(o->s);
+	if (!ret)
+		make_qid(o->srv, &st, qid);
+	return ret;
 }
 
 static int h_mkdir(struct op *o)
@@ -2328,8 +2408,10 @@ size_t p9_reply_room(struct p9_session *s, const struct p9_req *r,
 {
 	uint32_t msize = p9_session_msize(s);
 	/* reply_send's fixed part, a readlink target, or a getlock client
-	 * id (which comes from the request, so within r->size) */
-	size_t room = REPLY_BUF + P9_TARGET_MAX + (size_t)r->size;
+	 * id (which comes from the request, so within r->size; only there:
+	 * a Twrite's reply must not cost as much as its data) */
+	size_t room = REPLY_BUF + P9_TARGET_MAX +
+		      (r->type == P9_TGETLOCK ? (size_t)r->size : 0);
 	uint8_t cnt[4];
 
 	/* Tread and Treaddir: fid[4] offset[8] count[4] after the header;
@@ -2414,6 +2496,8 @@ void p9_session_stats(struct p9_session *s, struct p9_stats *st)
 	pthread_mutex_unlock(&s->lock);
 	st->open = atomic_load(&s->nopen);
 	st->nodes = atomic_load(&s->srv->nodes);
+	st->fds = atomic_load(&s->fds);
+	st->max_fds = s->srv->lim.max_fds;
 }
 
 int p9_server_open(const struct p9_server_cfg *cfg, struct p9_server **out,
@@ -2423,6 +2507,8 @@ int p9_server_open(const struct p9_server_cfg *cfg, struct p9_server **out,
 	struct open_how how = { .flags = O_PATH | O_CLOEXEC,
 				.resolve = RESOLVE_FLAGS };
 	struct stat st;
+	unsigned int sessions;
+	uint64_t pool;
 	int fd, probe;
 
 	fd = open(cfg->path, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -2466,7 +2552,7 @@ int p9_server_open(const struct p9_server_cfg *cfg, struct p9_server **out,
 			 cfg->path, strerror(e));
 		return -e;
 	}
-	srv->root = node_new(srv, fd, NULL, "", 0);
+	srv->root = node_new(srv, NULL, fd, NULL, "", 0);
 	if (!srv->root) {
 		close(fd);
 		close(srv->procfd);
@@ -2504,8 +2590,19 @@ int p9_server_open(const struct p9_server_cfg *cfg, struct p9_server **out,
 		srv->lim.max_open = 4096;
 	if (!srv->lim.max_pending)
 		srv->lim.max_pending = 1024;
-	if (!srv->lim.max_nodes)
-		srv->lim.max_nodes = 16384;
+	pool = fd_budget(cfg->fd_reserve);
+	atomic_store(&fds_pool, pool);
+	sessions = cfg->max_sessions ? cfg->max_sessions : 1;
+	if (!srv->lim.max_fds)
+		srv->lim.max_fds = pool / sessions > UINT32_MAX ? UINT32_MAX :
+				   pool / sessions;
+	if (srv->lim.max_fds < P9_MIN_SESSION_FDS && !cfg->lim.max_fds) {
+		snprintf(err, errlen, "share %s: the descriptor limit (RLIMIT_NOFILE) leaves %llu descriptors for 9P, fewer than %u for each of %u sessions: raise it (ulimit -n) or allow fewer sessions",
+			 cfg->path, (unsigned long long)pool, P9_MIN_SESSION_FDS,
+			 sessions);
+		p9_server_close(srv);
+		return -EMFILE;
+	}
 	if (!srv->lim.xattr_budget)
 		srv->lim.xattr_budget = 1u << 20;
 	*out = srv;

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -1678,6 +1679,123 @@ static void test_security_mapped(void **state)
 	stop(e);
 }
 
+/* ---- descriptor budget ---- */
+
+struct client {
+	struct p9c c;
+	uint8_t out[8192];
+};
+
+static void client_start(struct client *cl, struct p9_server *srv)
+{
+	cl->c.s = p9_session_new(srv);
+	assert_non_null(cl->c.s);
+	cl->c.out = cl->out;
+	cl->c.outsz = sizeof(cl->out);
+	assert_int_equal(p9c_version(&cl->c, 8192), 0);
+	assert_int_equal(p9c_attach(&cl->c, 0), 0);
+}
+
+/* Walks until refused; returns how many walks succeeded, err the error. */
+static uint32_t walk_until_refused(struct p9c *c, uint32_t first, int *err)
+{
+	uint32_t n = 0;
+
+	while (!(*err = p9c_walk(c, 0, first + n, "f")) && n < 100000)
+		n++;
+	return n;
+}
+
+/* With RLIMIT_NOFILE at 2048, the 9P servers of the process hold at most
+ * 2048 - 1024 descriptors; a server of two sessions gives each half. A
+ * session that walks and opens until refused (EMFILE) leaves the other
+ * working, a third session finds the process budget spent (ENFILE), and
+ * the process itself can still open the descriptors it keeps. */
+static void test_fd_budget(void **state)
+{
+	struct env *e = *state;
+	struct p9_server_cfg cfg = { .path = e->share, .max_sessions = 2 };
+	struct rlimit saved, rl;
+	struct client *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
+	struct client *third = calloc(1, sizeof(*third));
+	struct p9_stats st;
+	int fds[512], err;
+	char p[256], msg[256];
+	uint32_t n;
+
+	at(e, "f", p, sizeof(p));
+	close(open(p, O_CREAT | O_WRONLY, 0644));
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
+	rl = saved;
+	rl.rlim_cur = 2048;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	assert_int_equal(p9_server_open(&cfg, &e->srv, msg, sizeof(msg)), 0);
+	client_start(a, e->srv);
+	client_start(b, e->srv);
+	/* the first session: open files, then walks, up to its 512 */
+	for (n = 1; n <= 100; n++) {
+		assert_int_equal(p9c_walk(&a->c, 0, n, "f"), 0);
+		assert_int_equal(p9c_lopen(&a->c, n, O_RDONLY), 0);
+	}
+	n = walk_until_refused(&a->c, 1000, &err);
+	assert_int_equal(err, -EMFILE);
+	assert_int_equal(n + 200, 512);
+	p9_session_stats(a->c.s, &st);
+	assert_int_equal(st.fds, 512);
+	assert_int_equal(st.max_fds, 512);
+	assert_int_equal(p9c_walk(&a->c, 0, 1, ""), -EEXIST);
+	assert_int_equal(p9c_walk(&a->c, 0, 99999, ""), 0);	/* no fd */
+	assert_int_equal(p9c_lopen(&a->c, 99999, O_RDONLY), -EMFILE);
+	/* the second one walks, opens and reads */
+	assert_int_equal(p9c_walk(&b->c, 0, 1, "f"), 0);
+	assert_int_equal(p9c_lopen(&b->c, 1, O_RDONLY), 0);
+	assert_int_equal(p9c_read(&b->c, 1, 0, 16), 0);
+	n = walk_until_refused(&b->c, 1000, &err);
+	assert_int_equal(err, -EMFILE);
+	assert_int_equal(n + 2, 512);
+	/* a third session (more than the server planned for) finds the
+	 * process budget spent */
+	client_start(third, e->srv);
+	assert_int_equal(p9c_walk(&third->c, 0, 1, "f"), -ENFILE);
+	/* and what the process keeps for itself is there */
+	for (unsigned int i = 0; i < 512; i++) {
+		fds[i] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		assert_true(fds[i] >= 0);
+	}
+	for (unsigned int i = 0; i < 512; i++)
+		close(fds[i]);
+	/* a clunk gives its descriptors back: the open file's and the
+	 * node's */
+	assert_int_equal(p9c_fidop(&a->c, P9_TCLUNK, 1), 0);
+	assert_int_equal(p9c_walk(&a->c, 0, 1, "f"), 0);
+	assert_int_equal(p9c_walk(&a->c, 0, 50000, "f"), 0);
+	assert_int_equal(p9c_walk(&a->c, 0, 50001, "f"), -EMFILE);
+	p9_session_free(third->c.s);
+	p9_session_free(a->c.s);
+	p9_session_free(b->c.s);
+	/* every descriptor went back with its session */
+	{
+		struct client *d = calloc(1, sizeof(*d));
+
+		client_start(d, e->srv);
+		n = walk_until_refused(&d->c, 1, &err);
+		assert_int_equal(n, 512);
+		p9_session_free(d->c.s);
+		free(d);
+	}
+	p9_server_close(e->srv);
+	e->srv = NULL;
+	/* a limit that cannot give each of 40 sessions 64 descriptors */
+	cfg.max_sessions = 40;
+	assert_int_equal(p9_server_open(&cfg, &e->srv, msg, sizeof(msg)), -EMFILE);
+	assert_non_null(strstr(msg, "RLIMIT_NOFILE"));
+	e->srv = NULL;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
+	free(a);
+	free(b);
+	free(third);
+}
+
 static void test_open_errors(void **state)
 {
 	struct p9_server_cfg cfg = { .path = "/nonexistent/share" };
@@ -1715,6 +1833,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_security_passthrough, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_security_none, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_security_mapped, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fd_budget, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
