@@ -673,19 +673,20 @@ static mode_t mapped_type(mode_t host, uint32_t stored)
 
 /* Overlays the stored owner, mode and rdev on st, the host's stat of the
  * object at path (a /proc/self/fd magic link, followed). Symlinks carry
- * no user xattrs. */
+ * no user xattrs. The server always stores mode, uid and gid together,
+ * so an object without a stored mode (one the host made) costs one
+ * lookup, not three. */
 static void mapped_overlay(const char *path, struct stat *st)
 {
 	uint64_t v;
 
-	if (S_ISLNK(st->st_mode))
+	if (S_ISLNK(st->st_mode) || !mx_get(path, true, VIRTFS_MODE, &v, 4))
 		return;
+	st->st_mode = mapped_type(st->st_mode, v) | (v & 07777);
 	if (mx_get(path, true, VIRTFS_UID, &v, 4))
 		st->st_uid = v;
 	if (mx_get(path, true, VIRTFS_GID, &v, 4))
 		st->st_gid = v;
-	if (mx_get(path, true, VIRTFS_MODE, &v, 4))
-		st->st_mode = mapped_type(st->st_mode, v) | (v & 07777);
 	if ((S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode)) &&
 	    mx_get(path, true, VIRTFS_RDEV, &v, 8))
 		st->st_rdev = v;
@@ -994,21 +995,28 @@ static int setattr_mapped(struct op *o, struct p9_fid *f, const struct stat *st)
 	uint32_t valid = o->m->u.tsetattr.valid;
 	struct stat gst = *st;
 	char path[40];
-	int fd = f->node->fd, ret = 0;
+	int fd = f->node->fd, ret;
 
-	if (S_ISLNK(st->st_mode))
+	if (S_ISLNK(st->st_mode) ||
+	    !(valid & (P9_SETATTR_MODE | P9_SETATTR_UID | P9_SETATTR_GID)))
 		return 0;
-	if (valid & P9_SETATTR_MODE) {
-		/* the stored type (a guest's FIFO or device) is kept */
-		proc_path(fd, path, sizeof(path));
-		mapped_overlay(path, &gst);
-		ret = mx_put(fd, VIRTFS_MODE, (gst.st_mode & S_IFMT) |
-			     (o->m->u.tsetattr.mode & 07777), 4);
-	}
-	if (!ret && (valid & P9_SETATTR_UID))
-		ret = mx_put(fd, VIRTFS_UID, o->m->u.tsetattr.uid, 4);
-	if (!ret && (valid & P9_SETATTR_GID))
-		ret = mx_put(fd, VIRTFS_GID, o->m->u.tsetattr.gid, 4);
+	/* The guest's view so far (the stored type of a guest's FIFO or
+	 * device is kept), changed as asked, stored whole: see
+	 * mapped_overlay. */
+	proc_path(fd, path, sizeof(path));
+	mapped_overlay(path, &gst);
+	if (valid & P9_SETATTR_MODE)
+		gst.st_mode = (gst.st_mode & S_IFMT) |
+			      (o->m->u.tsetattr.mode & 07777);
+	if (valid & P9_SETATTR_UID)
+		gst.st_uid = o->m->u.tsetattr.uid;
+	if (valid & P9_SETATTR_GID)
+		gst.st_gid = o->m->u.tsetattr.gid;
+	ret = mx_put(fd, VIRTFS_UID, gst.st_uid, 4);
+	if (!ret)
+		ret = mx_put(fd, VIRTFS_GID, gst.st_gid, 4);
+	if (!ret)
+		ret = mx_put(fd, VIRTFS_MODE, gst.st_mode, 4);
 	return ret;
 }
 

@@ -1643,6 +1643,27 @@ static void test_security_mapped(void **state)
 	assert_int_equal(readdir_type(c, 6, "fifo"), DT_FIFO);
 	assert_int_equal(readdir_type(c, 6, "suid"), DT_REG);
 	assert_int_equal(readdir_type(c, 6, "sgid-dir"), DT_DIR);
+	/* a file the host made shows the host's attributes until the guest
+	 * changes one; then all of its view is stored, the host file kept */
+	{
+		char hp[256];
+
+		at(e, "hostmade", hp, sizeof(hp));
+		close(open(hp, O_CREAT | O_WRONLY, 0640));
+		assert_int_equal(chmod(hp, 0640), 0);
+		assert_int_equal(p9c_walk(c, 0, 10, "hostmade"), 0);
+		assert_int_equal(p9c_getattr(c, 10), 0);
+		assert_int_equal(a->mode, S_IFREG | 0640);
+		assert_int_equal(a->uid, geteuid());
+		assert_int_equal(setattr_owner(c, 10, 1234, 4321), 0);
+		assert_int_equal(p9c_getattr(c, 10), 0);
+		assert_int_equal(a->mode, S_IFREG | 0640);
+		assert_int_equal(a->uid, 1234);
+		assert_int_equal(a->gid, 4321);
+		host_stat(e, "hostmade", &st);
+		assert_int_equal(st.st_mode & 07777, 0640);
+		assert_int_equal(st.st_uid, geteuid());
+	}
 	/* a symlink's owner cannot be stored: accepted, nothing changes */
 	assert_int_equal(p9c_symlink(c, 0, "sl", "suid"), 0);
 	assert_int_equal(p9c_walk(c, 0, 7, "sl"), 0);
