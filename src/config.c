@@ -169,6 +169,18 @@ static int share_item(const char *key, const char *value, void *opaque)
 		s->msize = v;
 		return 0;
 	}
+	if (!strcmp(key, "security")) {
+		if (value && !strcmp(value, "mapped-xattr"))
+			s->security = SHARE_SEC_MAPPED_XATTR;
+		else if (value && !strcmp(value, "none"))
+			s->security = SHARE_SEC_NONE;
+		else if (value && !strcmp(value, "passthrough"))
+			s->security = SHARE_SEC_PASSTHROUGH;
+		else
+			return bad(c, "--share: %s=%s is not one of mapped-xattr, none, passthrough",
+				   key, value);
+		return 0;
+	}
 	return bad(c, "--share: unknown option '%s'%s", key, NULL);
 }
 

@@ -34,11 +34,20 @@ struct disk_cfg {
 #define P9_DEFAULT_MSIZE (4u << 20)
 #define P9_MAX_MSIZE (64u << 20)
 
+/* security=: how the guest's owners and modes reach the host (QEMU's
+ * virtfs security models; see iovm run --help). */
+enum share_security {
+	SHARE_SEC_MAPPED_XATTR,	/* the default */
+	SHARE_SEC_NONE,
+	SHARE_SEC_PASSTHROUGH,
+};
+
 struct share_cfg {
 	const char *path;
 	const char *tag;
 	bool ro;
 	uint32_t msize;		/* largest msize the server accepts */
+	enum share_security security;
 };
 
 struct vm_config {
@@ -66,7 +75,8 @@ int config_parse_disk(const char *arg, struct disk_cfg *out, char *err,
 unsigned int config_disks_poll_us(const struct disk_cfg *const *disks,
 				  unsigned int n);
 
-/* Parse one --share argument (path=DIR,tag=NAME[,ro][,msize=SIZE]).
+/* Parse one --share argument
+ * (path=DIR,tag=NAME[,ro][,msize=SIZE][,security=MODEL]).
  * need_tag: tag= is required (virtio-9p), not for 9p-serve. */
 int config_parse_share(const char *arg, bool need_tag, struct share_cfg *out,
 		       char *err, size_t errlen);

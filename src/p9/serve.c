@@ -61,6 +61,13 @@ struct conn {
 
 static atomic_uint nconns;
 static unsigned int max_conns = 64;
+#define MAX_CONNS 4096
+/* Message buffers of all connections together (--buffer-memory), and of
+ * one connection: a quarter of that, so that no client takes it all. A
+ * request whose buffers would go past either gets Rlerror ENOMEM. */
+static size_t mem_cap, conn_cap;
+static atomic_size_t mem_held;
+#define MEM_CAP_DEFAULT (256u << 20)
 static char unix_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 
 /* SIGTERM/SIGINT: every reply sent so far is already in the host's files
@@ -108,39 +115,76 @@ static int send_full(int fd, const void *buf, size_t len)
 }
 
 /* Grows a slot buffer to at least need bytes (sized from the request,
- * never above the negotiated msize), counting it in c->held. */
+ * never above the negotiated msize), counting it in c->held and in
+ * mem_held; refused past conn_cap or mem_cap. */
 static int ensure(struct conn *c, uint8_t **buf, size_t *cap, size_t need)
 {
+	size_t grow;
 	uint8_t *p;
 
 	if (*cap >= need)
 		return 0;
-	p = realloc(*buf, need);
-	if (!p)
+	grow = need - *cap;
+	if (atomic_fetch_add(&mem_held, grow) + grow > mem_cap) {
+		atomic_fetch_sub(&mem_held, grow);
 		return -ENOMEM;
-	atomic_fetch_add(&c->held, need - *cap);
+	}
+	if (atomic_fetch_add(&c->held, grow) + grow > conn_cap) {
+		atomic_fetch_sub(&c->held, grow);
+		atomic_fetch_sub(&mem_held, grow);
+		return -ENOMEM;
+	}
+	p = realloc(*buf, need);
+	if (!p) {
+		atomic_fetch_sub(&c->held, grow);
+		atomic_fetch_sub(&mem_held, grow);
+		return -ENOMEM;
+	}
 	*buf = p;
 	*cap = need;
 	return 0;
 }
 
-static void drop_buf(struct conn *c, uint8_t **buf, size_t *cap)
+static void free_buf(struct conn *c, uint8_t **buf, size_t *cap)
 {
-	if (*cap <= SLOT_KEEP)
-		return;
 	free(*buf);
 	atomic_fetch_sub(&c->held, *cap);
+	atomic_fetch_sub(&mem_held, *cap);
 	*buf = NULL;
 	*cap = 0;
 }
 
-/* Called as a slot goes free: see conn.held. */
+/* A buffer beyond SLOT_KEEP goes back to the heap once its request is
+ * done when the connection holds more than twice msize (see conn.held) or
+ * all connections more than half of mem_cap. */
+static void trim_buf(struct conn *c, uint8_t **buf, size_t *cap)
+{
+	if (*cap <= SLOT_KEEP)
+		return;
+	if (atomic_load(&c->held) <= 2 * (size_t)p9_session_msize(c->sess) &&
+	    atomic_load(&mem_held) <= mem_cap / 2)
+		return;
+	free_buf(c, buf, cap);
+}
+
+/* Called as a slot goes free. */
 static void trim_slot(struct conn *c, struct slot *s)
 {
-	if (atomic_load(&c->held) <= 2 * (size_t)p9_session_msize(c->sess))
-		return;
-	drop_buf(c, &s->in, &s->incap);
-	drop_buf(c, &s->out, &s->outcap);
+	trim_buf(c, &s->in, &s->incap);
+	trim_buf(c, &s->out, &s->outcap);
+}
+
+static void send_error(struct conn *c, uint16_t tag, int err)
+{
+	struct p9_msg m = { .type = P9_RLERROR, .tag = tag };
+	uint8_t e[11];
+
+	m.u.rlerror.ecode = err;
+	p9_encode(&m, e, sizeof(e));
+	pthread_mutex_lock(&c->send_lock);
+	if (send_full(c->fd, e, sizeof(e)))
+		shutdown(c->fd, SHUT_RDWR);
+	pthread_mutex_unlock(&c->send_lock);
 }
 
 static void serve_slot(struct conn *c, struct slot *s)
@@ -152,19 +196,14 @@ static void serve_slot(struct conn *c, struct slot *s)
 	if (ensure(c, &s->out, &s->outcap,
 		   p9_reply_room(c->sess, &s->req, &in, 1))) {
 		/* No memory for a reply buffer: say so from the stack. */
-		struct p9_msg m = { .type = P9_RLERROR,
-				    .tag = p9_get16(s->in + 5) };
-		uint8_t e[11];
-
-		m.u.rlerror.ecode = ENOMEM;
-		p9_encode(&m, e, sizeof(e));
-		pthread_mutex_lock(&c->send_lock);
-		if (send_full(c->fd, e, sizeof(e)))
-			shutdown(c->fd, SHUT_RDWR);
-		pthread_mutex_unlock(&c->send_lock);
+		send_error(c, p9_get16(s->in + 5), ENOMEM);
 	} else {
 		out = (struct iovec){ s->out, s->outcap };
 		rlen = p9_handle(c->sess, &s->req, &in, 1, &out, 1);
+		/* A large request's buffer is done with: given back before
+		 * the reply leaves, so a client that has its reply knows the
+		 * memory is free again. */
+		trim_buf(c, &s->in, &s->incap);
 		pthread_mutex_lock(&c->send_lock);
 		if (rlen && send_full(c->fd, s->out, rlen))
 			shutdown(c->fd, SHUT_RDWR);
@@ -236,8 +275,34 @@ static void quiesce(struct conn *c, unsigned int keep)
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* Reads one message into a slot. A length outside [7, msize] loses the
- * framing of the stream: the connection is closed. */
+/* A message no buffer could be had for: read past it and answer ENOMEM,
+ * which keeps the stream's framing. */
+static int refuse_message(struct conn *c, uint32_t size)
+{
+	uint8_t buf[4096];
+	uint32_t left;
+	uint16_t tag;
+	int ret;
+
+	ret = read_full(c->fd, buf, P9_HDRSZ - 4);	/* type[1] tag[2] */
+	if (ret)
+		return ret;
+	tag = p9_get16(buf + 1);
+	for (left = size - P9_HDRSZ; left;) {
+		uint32_t n = left < sizeof(buf) ? left : sizeof(buf);
+
+		ret = read_full(c->fd, buf, n);
+		if (ret)
+			return ret;
+		left -= n;
+	}
+	send_error(c, tag, ENOMEM);
+	return 1;
+}
+
+/* Reads one message into a slot: 0, 1 when the message was answered
+ * already (no memory for it), or -errno. A length outside [7, msize]
+ * loses the framing of the stream: the connection is closed. */
 static int read_message(struct conn *c, struct slot *s)
 {
 	uint8_t hdr[4];
@@ -254,7 +319,7 @@ static int read_message(struct conn *c, struct slot *s)
 		return -EPROTO;
 	}
 	if (ensure(c, &s->in, &s->incap, size))
-		return -ENOMEM;
+		return refuse_message(c, size);
 	memcpy(s->in, hdr, 4);
 	s->len = size;
 	return read_full(c->fd, s->in + 4, size - 4);
@@ -265,9 +330,12 @@ static void conn_run(struct conn *c)
 	for (;;) {
 		struct slot *s = get_slot(c);
 		struct iovec in;
+		int ret = read_message(c, s);
 
-		if (read_message(c, s)) {
+		if (ret) {
 			put_slot(c, s);
+			if (ret > 0)
+				continue;
 			return;
 		}
 		in = (struct iovec){ s->in, s->len };
@@ -335,8 +403,8 @@ static void *conn_main(void *p)
 	for (unsigned int i = 0; i < started; i++)
 		pthread_join(c->workers[i], NULL);
 	for (int i = 0; i < SLOTS; i++) {
-		free(c->slots[i].in);
-		free(c->slots[i].out);
+		free_buf(c, &c->slots[i].in, &c->slots[i].incap);
+		free_buf(c, &c->slots[i].out, &c->slots[i].outcap);
 	}
 	p9_session_free(c->sess);
 	pthread_mutex_destroy(&c->send_lock);
@@ -449,7 +517,8 @@ static int listen_on(const char *spec, char *desc, size_t desclen)
 static void usage(FILE *f)
 {
 	fprintf(f,
-"Usage: iovm 9p-serve --share path=DIR[,ro][,msize=SIZE] --listen ADDRESS [OPTIONS]\n"
+"Usage: iovm 9p-serve --share path=DIR[,ro][,msize=SIZE][,security=MODEL]\n"
+"                    --listen ADDRESS [OPTIONS]\n"
 "\n"
 "Serves the host folder DIR with the 9P2000.L protocol over a stream socket,\n"
 "one session per connection, as a Linux guest's 9p client expects it:\n"
@@ -460,13 +529,26 @@ static void usage(FILE *f)
 "The same server code backs the virtio-9p device of `iovm run --share`.\n"
 "\n"
 "Options:\n"
-"  --share path=DIR[,ro][,msize=SIZE]\n"
+"  --share path=DIR[,ro][,msize=SIZE][,security=MODEL]\n"
 "        The folder to serve (required). Every path a client names is\n"
 "        resolved beneath DIR: \"..\" at DIR stays at DIR, and symbolic links\n"
 "        are returned as links, never followed by the server. With ro, every\n"
 "        change (create, write, rename, remove, setattr, xattr, ...) fails\n"
 "        with EROFS. msize is the largest message size accepted, from 4K to\n"
 "        64M (default 4M); clients get the smaller of theirs and this.\n"
+"        security= is how the owners and modes a client sets reach the\n"
+"        host (QEMU's virtfs security models):\n"
+"          mapped-xattr  (default) files and folders the client makes stay\n"
+"                        iovm's user's at mode 0600 (folders 0700); the\n"
+"                        client's uid, gid, mode and device numbers are kept\n"
+"                        in user.virtfs.* xattrs (DIR's file system must\n"
+"                        support user xattrs) and are what the client sees\n"
+"          none          files stay iovm's user's; modes apply without\n"
+"                        setuid (and setgid but on folders); chown is ignored\n"
+"          passthrough   modes as given and, when iovm runs as root, the\n"
+"                        client's uid and gid. RISK: as root, any client can\n"
+"                        then create setuid-root programs and files owned by\n"
+"                        any user in DIR\n"
 "  --listen ADDRESS\n"
 "        Where to accept connections (required):\n"
 "          unix:PATH       a UNIX stream socket at PATH (an old socket at\n"
@@ -477,7 +559,13 @@ static void usage(FILE *f)
 "        Port 0 picks a free port. The address actually bound is printed\n"
 "        on standard output as \"listening on ADDRESS\".\n"
 "  --max-connections N\n"
-"        Connections served at once (default 64); more are closed at once.\n"
+"        Connections served at once, 1 to %d (default 64); more are closed\n"
+"        at once. Each gets an equal share of the descriptors (see Limits):\n"
+"        fewer than %d each is a setup error.\n"
+"  --buffer-memory SIZE\n"
+"        Message buffers all connections may hold together: at least\n"
+"        8 x msize + 2M (a quarter of it, what one connection may hold, fits\n"
+"        a message of msize each way), default 256M or that least if more.\n"
 "  -v, --verbose   log each connection\n"
 "  -q, --quiet     log errors only\n"
 "  -h, --help      show this help\n"
@@ -485,17 +573,25 @@ static void usage(FILE *f)
 "Security: 9P has no authentication. Anyone who can connect to the socket\n"
 "can read (and unless ro, change) everything in DIR with the rights of the\n"
 "iovm process. TCP listens on loopback unless a HOST is given; protect a\n"
-"UNIX socket with the permissions of its folder. Files the client creates\n"
-"belong to the user running iovm with the modes the client asks for; when\n"
-"iovm runs as root, the client's uid and gid are applied as given.\n"
+"UNIX socket with the permissions of its folder. Unless security=passthrough,\n"
+"nothing a client does makes a setuid or setgid file, or a file owned by\n"
+"another user, on the host.\n"
 "\n"
-"Limits per connection: 65536 fids, 4096 open files, %d requests in flight\n"
-"(served by %d threads), 1 MiB of extended-attribute values; a request past\n"
-"a limit fails with EMFILE or ENOMEM.\n"
+"Limits. The descriptors 9P may hold are the soft RLIMIT_NOFILE (raised to\n"
+"the hard limit at start) less a reserve for the process itself: an eighth\n"
+"of the limit, at least %d (at most half), plus one per connection. Each\n"
+"connection gets 1/N of them (N = --max-connections) for the paths it has\n"
+"walked and the files it has open, so one client cannot starve the others;\n"
+"past its share a walk or open fails with EMFILE. Per connection also:\n"
+"65536 fids, 4096 open files, %d requests in flight (served by %d\n"
+"threads), 1 MiB of extended-attribute values. A request whose buffers\n"
+"would go past --buffer-memory (or the connection's quarter of it) gets\n"
+"ENOMEM; the connection goes on. Between requests a connection keeps at\n"
+"most 2 x msize of large buffers (none once the total is above half).\n"
 "\n"
 "Runs until SIGTERM or SIGINT, which end it with status 0 (a UNIX socket\n"
 "is removed). Exit status 1 on a setup error, 2 on a usage error.\n",
-		SLOTS, WORKERS);
+		MAX_CONNS, P9_MIN_SESSION_FDS, P9_FD_RESERVE, SLOTS, WORKERS);
 }
 
 static void raise_nofile(void)
@@ -515,6 +611,7 @@ int cmd_9p_serve(int argc, char **argv)
 		{ "share", required_argument, NULL, 's' },
 		{ "listen", required_argument, NULL, 'l' },
 		{ "max-connections", required_argument, NULL, 'm' },
+		{ "buffer-memory", required_argument, NULL, 'b' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -526,7 +623,7 @@ int cmd_9p_serve(int argc, char **argv)
 	const char *listen_spec = NULL;
 	bool have_share = false;
 	char err[512], desc[300];
-	struct rlimit rl;
+	size_t slot_min;
 	uint64_t v;
 	int opt, lfd;
 
@@ -551,12 +648,20 @@ int cmd_9p_serve(int argc, char **argv)
 			listen_spec = optarg;
 			break;
 		case 'm':
-			if (parse_uint(optarg, 1, 65536, &v)) {
-				fprintf(stderr, "iovm: --max-connections %s: expected 1 to 65536\n",
-					optarg);
+			if (parse_uint(optarg, 1, MAX_CONNS, &v)) {
+				fprintf(stderr, "iovm: --max-connections %s: expected 1 to %d\n",
+					optarg, MAX_CONNS);
 				return 2;
 			}
 			max_conns = v;
+			break;
+		case 'b':
+			if (parse_size(optarg, &v) || v > SIZE_MAX / 2) {
+				fprintf(stderr, "iovm: --buffer-memory %s: expected a size (e.g. 512M)\n",
+					optarg);
+				return 2;
+			}
+			mem_cap = v;
 			break;
 		case 'v':
 			log_threshold = LOG_DEBUG;
@@ -588,13 +693,24 @@ int cmd_9p_serve(int argc, char **argv)
 	cfg.path = share.path;
 	cfg.ro = share.ro;
 	cfg.msize = share.msize;
-	/* The descriptors of walked paths are shared by every connection:
-	 * keep room for sockets and open files. */
-	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur != RLIM_INFINITY &&
-	    rl.rlim_cur > 2048)
-		cfg.lim.max_nodes = rl.rlim_cur - 1024;
-	else
-		cfg.lim.max_nodes = 1024;
+	cfg.security = share.security == SHARE_SEC_PASSTHROUGH ? P9_SEC_PASSTHROUGH :
+		       share.security == SHARE_SEC_NONE ? P9_SEC_NONE :
+		       P9_SEC_MAPPED_XATTR;
+	/* A connection's buffers must hold one message of msize each way
+	 * and the small ones of its other slots. */
+	slot_min = 2 * ((size_t)share.msize + P9_IOHDRSZ) + SLOTS * 2 * SLOT_KEEP;
+	if (!mem_cap)
+		mem_cap = MEM_CAP_DEFAULT > 4 * slot_min ? MEM_CAP_DEFAULT : 4 * slot_min;
+	if (mem_cap < 4 * slot_min) {
+		fprintf(stderr, "iovm: --buffer-memory must be at least %zu KiB at msize %u (4 connections' worth of one message each way)\n",
+			(4 * slot_min + 1023) >> 10, share.msize);
+		return 2;
+	}
+	conn_cap = mem_cap / 4;
+	/* Each connection gets an equal share of the descriptors the
+	 * process keeps for 9P, beyond a socket each. */
+	cfg.max_sessions = max_conns;
+	cfg.fd_reserve = max_conns + 16;
 	if (p9_server_open(&cfg, &srv, err, sizeof(err))) {
 		pr_err("%s", err);
 		return 1;

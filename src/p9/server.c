@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -39,6 +40,7 @@
 struct p9_node {
 	atomic_uint refs;
 	int fd;
+	struct p9_session *sess;	/* whose budget fd is in (the root: none) */
 	struct p9_node *parent;
 	uint16_t namelen;
 	char name[];
@@ -69,6 +71,7 @@ struct p9_server {
 	dev_t root_dev;
 	bool ro;
 	bool is_root;			/* running as uid 0: pass uid/gid through */
+	enum p9_security sec;
 	uint32_t msize;
 	struct p9_limits lim;
 	atomic_uint nodes;
@@ -82,6 +85,7 @@ struct p9_session {
 	uint32_t nbuckets;
 	uint32_t nfids;
 	atomic_uint nopen;
+	atomic_uint fds;		/* host descriptors held, see fd_take */
 	atomic_uint xattr_bytes;
 	_Atomic uint32_t msize;
 	struct p9_req pending;		/* list head */
@@ -224,10 +228,59 @@ static ssize_t rw_iov(int fd, bool write, struct iovec *iov, unsigned int n,
 	return done;
 }
 
+/* ---------- descriptor budget ---------- */
+
+/* Descriptors held by every 9P server of the process, and how many they
+ * may hold (see P9_FD_RESERVE); set as each server opens. */
+static atomic_uint fds_used;
+static atomic_uint fds_pool;
+
+/* Takes one descriptor from the session's share and from the process's
+ * budget, before the open that needs it, so the process itself never runs
+ * out: a guest's walks fail with EMFILE, never another device's setup. */
+static int fd_take(struct p9_session *s)
+{
+	if (atomic_fetch_add(&s->fds, 1) >= s->srv->lim.max_fds) {
+		atomic_fetch_sub(&s->fds, 1);
+		return -EMFILE;
+	}
+	if (atomic_fetch_add(&fds_used, 1) >= atomic_load(&fds_pool)) {
+		atomic_fetch_sub(&fds_used, 1);
+		atomic_fetch_sub(&s->fds, 1);
+		return -ENFILE;
+	}
+	return 0;
+}
+
+static void fd_give(struct p9_session *s)
+{
+	atomic_fetch_sub(&fds_used, 1);
+	atomic_fetch_sub(&s->fds, 1);
+}
+
+/* The process's budget for 9P under the current soft limit, less extra. */
+static uint64_t fd_budget(uint64_t extra)
+{
+	struct rlimit rl;
+	uint64_t lim, reserve;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return 0;
+	lim = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1u << 30) ?
+	      (1u << 30) : rl.rlim_cur;
+	reserve = lim / 8 > P9_FD_RESERVE ? lim / 8 : P9_FD_RESERVE;
+	if (reserve > lim / 2)
+		reserve = lim / 2;
+	reserve += extra;
+	return lim > reserve ? lim - reserve : 0;
+}
+
 /* ---------- nodes ---------- */
 
-static struct p9_node *node_new(struct p9_server *srv, int fd,
-				struct p9_node *parent, const char *name,
+/* fd is already counted in sess's budget (fd_take), which the node
+ * gives back when it closes fd. */
+static struct p9_node *node_new(struct p9_server *srv, struct p9_session *sess,
+				int fd, struct p9_node *parent, const char *name,
 				size_t namelen)
 {
 	struct p9_node *n = malloc(sizeof(*n) + namelen + 1);
@@ -236,6 +289,7 @@ static struct p9_node *node_new(struct p9_server *srv, int fd,
 		return NULL;
 	atomic_init(&n->refs, 1);
 	n->fd = fd;
+	n->sess = sess;
 	n->parent = parent;
 	if (parent)
 		atomic_fetch_add(&parent->refs, 1);
@@ -258,6 +312,8 @@ static void node_put(struct p9_server *srv, struct p9_node *n)
 		struct p9_node *parent = n->parent;
 
 		close(n->fd);
+		if (n->sess)
+			fd_give(n->sess);
 		free(n);
 		atomic_fetch_sub(&srv->nodes, 1);
 		n = parent;
@@ -310,6 +366,7 @@ static void fid_free(struct p9_session *s, struct p9_fid *f)
 	if (ofd >= 0) {
 		close(ofd);
 		atomic_fetch_sub(&s->nopen, 1);
+		fd_give(s);
 	}
 	if (f->xbuf || f->xsize)
 		atomic_fetch_sub(&s->xattr_bytes, f->xsize);
@@ -536,35 +593,174 @@ static int proc_path(int fd, char *buf, size_t len)
 	return 0;
 }
 
-/* Gives a new object the owner (when running as root) and the exact mode
- * asked for (the process umask must not apply). The object is checked
- * through an O_PATH descriptor first, so a concurrent swap for a symlink
- * is never followed. */
-static void fix_owner_mode(struct p9_session *s, int fd, uint32_t uid,
-			   uint32_t gid, uint32_t mode, bool set_mode)
-{
-	struct p9_server *srv = s->srv;
-	char nm[16];
-	struct stat st;
+/* ---------- security models ---------- */
 
-	if (fstat(fd, &st) || S_ISLNK(st.st_mode)) {
-		if (srv->is_root && !fstat(fd, &st))
-			(void)!fchownat(fd, "", uid, gid,
-					AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
-		return;
-	}
-	if (srv->is_root)
-		(void)!fchownat(fd, "", uid, gid,
-				AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
-	if (set_mode && (st.st_mode & 07777) != (mode & 07777)) {
-		proc_name(fd, nm);
-		(void)!fchmodat(srv->procfd, nm, mode & 07777, 0);
+/* mapped-xattr: where the guest's view of an object is kept (QEMU's names
+ * and sizes, so a folder can move between the two VMMs). */
+#define VIRTFS_PREFIX "user.virtfs."
+#define VIRTFS_UID "user.virtfs.uid"
+#define VIRTFS_GID "user.virtfs.gid"
+#define VIRTFS_MODE "user.virtfs.mode"
+#define VIRTFS_RDEV "user.virtfs.rdev"
+/* ... and the host modes of its objects: the server's alone. */
+#define MAPPED_FILE_MODE 0600
+#define MAPPED_DIR_MODE 0700
+
+/* Outside passthrough no host object is made setuid, nor setgid unless it
+ * is a folder (where setgid only picks the group of new entries, and they
+ * stay the server's anyway). */
+static uint32_t host_safe_mode(mode_t type, uint32_t mode)
+{
+	mode &= 07777;
+	return S_ISDIR(type) ? mode & ~S_ISUID : mode & ~(S_ISUID | S_ISGID);
+}
+
+/* The mode a new object gets from the create call itself: never more
+ * than the model allows, so there is no window with a setuid file. */
+static uint32_t create_mode(struct p9_server *srv, mode_t type, uint32_t mode)
+{
+	switch (srv->sec) {
+	case P9_SEC_PASSTHROUGH:
+		return mode & 07777;
+	case P9_SEC_NONE:
+		return host_safe_mode(type, mode);
+	default:
+		return S_ISDIR(type) ? MAPPED_DIR_MODE : MAPPED_FILE_MODE;
 	}
 }
 
-static bool node_budget(struct p9_server *srv)
+static int mx_put(int fd, const char *name, uint64_t v, size_t len)
 {
-	return atomic_load(&srv->nodes) < srv->lim.max_nodes;
+	char path[40];
+	uint8_t b[8];
+
+	for (size_t i = 0; i < len; i++)
+		b[i] = v >> (8 * i);
+	proc_path(fd, path, sizeof(path));
+	return setxattr(path, name, b, len, 0) ? -errno : 0;
+}
+
+static bool mx_get(const char *path, bool follow, const char *name,
+		   uint64_t *v, size_t len)
+{
+	uint8_t b[8];
+
+	if ((follow ? getxattr(path, name, b, len) :
+		      lgetxattr(path, name, b, len)) != (ssize_t)len)
+		return false;
+	*v = 0;
+	for (size_t i = 0; i < len; i++)
+		*v |= (uint64_t)b[i] << (8 * i);
+	return true;
+}
+
+/* The type a guest's stored mode may give a host object: a regular host
+ * file stands for the guest's FIFOs, sockets and device nodes; anything
+ * else on the host is what it is. */
+static mode_t mapped_type(mode_t host, uint32_t stored)
+{
+	if (S_ISREG(host)) {
+		switch (stored & S_IFMT) {
+		case S_IFIFO:
+		case S_IFSOCK:
+		case S_IFCHR:
+		case S_IFBLK:
+			return stored & S_IFMT;
+		}
+	}
+	return host & S_IFMT;
+}
+
+/* Overlays the stored owner, mode and rdev on st, the host's stat of the
+ * object at path (a /proc/self/fd magic link, followed). Symlinks carry
+ * no user xattrs. The server always stores mode, uid and gid together,
+ * so an object without a stored mode (one the host made) costs one
+ * lookup, not three. */
+static void mapped_overlay(const char *path, struct stat *st)
+{
+	uint64_t v;
+
+	if (S_ISLNK(st->st_mode) || !mx_get(path, true, VIRTFS_MODE, &v, 4))
+		return;
+	st->st_mode = mapped_type(st->st_mode, v) | (v & 07777);
+	if (mx_get(path, true, VIRTFS_UID, &v, 4))
+		st->st_uid = v;
+	if (mx_get(path, true, VIRTFS_GID, &v, 4))
+		st->st_gid = v;
+	if ((S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode)) &&
+	    mx_get(path, true, VIRTFS_RDEV, &v, 8))
+		st->st_rdev = v;
+}
+
+/* The attributes the guest sees for a node. */
+static int node_guest_stat(struct p9_server *srv, struct p9_node *n,
+			   struct stat *st)
+{
+	char path[40];
+
+	if (fstatat(n->fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW))
+		return -errno;
+	if (srv->sec == P9_SEC_MAPPED_XATTR) {
+		proc_path(n->fd, path, sizeof(path));
+		mapped_overlay(path, st);
+	}
+	return 0;
+}
+
+/* Gives a new object (fd: an O_PATH descriptor of it) the owner and mode
+ * the client asked for, as far as the security model lets them reach the
+ * host: passthrough applies both (the owner only when running as root),
+ * none keeps the server's owner and a safe mode, mapped-xattr stores the
+ * client's owner, mode (type included) and rdev and keeps the host object
+ * the server's at 0600/0700. The process umask must not apply, so the
+ * mode is set again after the create. Returns -errno when mapped-xattr
+ * cannot store the attributes; the caller then removes the object. */
+static int set_new_attrs(struct p9_server *srv, int fd, uint32_t uid,
+			 uint32_t gid, uint32_t mode, uint64_t rdev)
+{
+	struct stat st;
+	uint32_t want;
+	char nm[16];
+	int ret;
+
+	if (fstat(fd, &st))
+		return -errno;
+	if (S_ISLNK(st.st_mode)) {
+		if (srv->sec == P9_SEC_PASSTHROUGH && srv->is_root)
+			(void)!fchownat(fd, "", uid, gid,
+					AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
+		return 0;
+	}
+	switch (srv->sec) {
+	case P9_SEC_PASSTHROUGH:
+		/* chown clears setuid and setgid: the mode is compared after */
+		if (srv->is_root &&
+		    !fchownat(fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) &&
+		    fstat(fd, &st))
+			return -errno;
+		want = mode & 07777;
+		break;
+	case P9_SEC_NONE:
+		want = host_safe_mode(st.st_mode, mode);
+		break;
+	default:
+		ret = mx_put(fd, VIRTFS_UID, uid, 4);
+		if (!ret)
+			ret = mx_put(fd, VIRTFS_GID, gid, 4);
+		if (!ret)
+			ret = mx_put(fd, VIRTFS_MODE, mode, 4);
+		if (!ret && (S_ISCHR(mode) || S_ISBLK(mode)))
+			ret = mx_put(fd, VIRTFS_RDEV, rdev, 8);
+		if (ret)
+			return ret;
+		want = create_mode(srv, st.st_mode, mode);
+		break;
+	}
+	if ((st.st_mode & 07777) != want) {
+		proc_name(fd, nm);
+		(void)!fchmodat(srv->procfd, nm, want, 0);
+	}
+	return 0;
 }
 
 /* ---------- request handling ---------- */
@@ -647,14 +843,18 @@ static int walk_one(struct op *o, struct p9_node *cur, const struct p9_str *nm,
 		ret = check_name(nm, name);
 		if (ret)
 			return ret;
-		if (!node_budget(o->srv))
-			return -EMFILE;
+		ret = fd_take(o->s);
+		if (ret)
+			return ret;
 		fd = open_beneath(cur->fd, name, O_PATH | O_NOFOLLOW, 0);
-		if (fd < 0)
+		if (fd < 0) {
+			fd_give(o->s);
 			return fd;
-		*next = node_new(o->srv, fd, cur, name, nm->len);
+		}
+		*next = node_new(o->srv, o->s, fd, cur, name, nm->len);
 		if (!*next) {
 			close(fd);
+			fd_give(o->s);
 			return -ENOMEM;
 		}
 	}
@@ -735,7 +935,7 @@ static int h_getattr(struct op *o)
 
 	if (!f)
 		return -EBADF;
-	ret = node_stat(f->node, &st);
+	ret = node_guest_stat(o->srv, f->node, &st);
 	fid_put(o->s, f);
 	if (ret)
 		return ret;
@@ -759,6 +959,67 @@ static int h_getattr(struct op *o)
 	return 0;
 }
 
+/* Mode and owner under passthrough and none. */
+static int setattr_host(struct op *o, struct p9_fid *f, const struct stat *st)
+{
+	uint32_t valid = o->m->u.tsetattr.valid;
+	struct p9_server *srv = o->srv;
+	int fd = f->node->fd;
+	uint32_t mode = o->m->u.tsetattr.mode & 07777;
+	char nm[16];
+
+	proc_name(fd, nm);
+	if (valid & P9_SETATTR_MODE) {
+		if (srv->sec != P9_SEC_PASSTHROUGH)
+			mode = host_safe_mode(st->st_mode, mode);
+		if (fchmodat(srv->procfd, nm, mode, 0))
+			return -errno;
+	}
+	/* none: the host file stays the server's; like QEMU's none, the
+	 * client is not told that its chown did not reach the host. */
+	if ((valid & (P9_SETATTR_UID | P9_SETATTR_GID)) &&
+	    srv->sec == P9_SEC_PASSTHROUGH) {
+		uid_t uid = valid & P9_SETATTR_UID ? o->m->u.tsetattr.uid : (uid_t)-1;
+		gid_t gid = valid & P9_SETATTR_GID ? o->m->u.tsetattr.gid : (gid_t)-1;
+
+		if (fchownat(fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW))
+			return -errno;
+	}
+	return 0;
+}
+
+/* Mode and owner under mapped-xattr: stored, the host object untouched. A
+ * symlink cannot carry them; its chown is accepted and changes nothing. */
+static int setattr_mapped(struct op *o, struct p9_fid *f, const struct stat *st)
+{
+	uint32_t valid = o->m->u.tsetattr.valid;
+	struct stat gst = *st;
+	char path[40];
+	int fd = f->node->fd, ret;
+
+	if (S_ISLNK(st->st_mode) ||
+	    !(valid & (P9_SETATTR_MODE | P9_SETATTR_UID | P9_SETATTR_GID)))
+		return 0;
+	/* The guest's view so far (the stored type of a guest's FIFO or
+	 * device is kept), changed as asked, stored whole: see
+	 * mapped_overlay. */
+	proc_path(fd, path, sizeof(path));
+	mapped_overlay(path, &gst);
+	if (valid & P9_SETATTR_MODE)
+		gst.st_mode = (gst.st_mode & S_IFMT) |
+			      (o->m->u.tsetattr.mode & 07777);
+	if (valid & P9_SETATTR_UID)
+		gst.st_uid = o->m->u.tsetattr.uid;
+	if (valid & P9_SETATTR_GID)
+		gst.st_gid = o->m->u.tsetattr.gid;
+	ret = mx_put(fd, VIRTFS_UID, gst.st_uid, 4);
+	if (!ret)
+		ret = mx_put(fd, VIRTFS_GID, gst.st_gid, 4);
+	if (!ret)
+		ret = mx_put(fd, VIRTFS_MODE, gst.st_mode, 4);
+	return ret;
+}
+
 static int do_setattr(struct op *o, struct p9_fid *f)
 {
 	uint32_t valid = o->m->u.tsetattr.valid;
@@ -776,19 +1037,12 @@ static int do_setattr(struct op *o, struct p9_fid *f)
 	if (ret)
 		return ret;
 	proc_name(fd, nm);
-	if (valid & P9_SETATTR_MODE) {
-		if (S_ISLNK(st.st_mode))
-			return -EOPNOTSUPP;
-		if (fchmodat(srv->procfd, nm, o->m->u.tsetattr.mode & 07777, 0))
-			return -errno;
-	}
-	if (valid & (P9_SETATTR_UID | P9_SETATTR_GID)) {
-		uid_t uid = valid & P9_SETATTR_UID ? o->m->u.tsetattr.uid : (uid_t)-1;
-		gid_t gid = valid & P9_SETATTR_GID ? o->m->u.tsetattr.gid : (gid_t)-1;
-
-		if (fchownat(fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW))
-			return -errno;
-	}
+	if ((valid & P9_SETATTR_MODE) && S_ISLNK(st.st_mode))
+		return -EOPNOTSUPP;
+	ret = srv->sec == P9_SEC_MAPPED_XATTR ? setattr_mapped(o, f, &st) :
+	      setattr_host(o, f, &st);
+	if (ret)
+		return ret;
 	if (valid & P9_SETATTR_SIZE) {
 		int wfd;
 
@@ -796,11 +1050,15 @@ static int do_setattr(struct op *o, struct p9_fid *f)
 			return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
 		if (o->m->u.tsetattr.size > INT64_MAX)
 			return -EFBIG;
+		ret = fd_take(o->s);
+		if (ret)
+			return ret;
 		wfd = openat(srv->procfd, nm, O_WRONLY | O_CLOEXEC | O_NONBLOCK);
-		if (wfd < 0)
-			return -errno;
-		ret = ftruncate(wfd, o->m->u.tsetattr.size) ? -errno : 0;
-		close(wfd);
+		ret = wfd < 0 ? -errno :
+		      ftruncate(wfd, o->m->u.tsetattr.size) ? -errno : 0;
+		if (wfd >= 0)
+			close(wfd);
+		fd_give(o->s);
 		if (ret)
 			return ret;
 	}
@@ -866,13 +1124,25 @@ static int open_flags(uint32_t p9, bool ro)
 	return fl | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
 }
 
+/* An open file: a slot of max_open and a descriptor of the budget. */
 static int take_open_slot(struct p9_session *s)
 {
+	int ret;
+
 	if (atomic_fetch_add(&s->nopen, 1) >= s->srv->lim.max_open) {
 		atomic_fetch_sub(&s->nopen, 1);
 		return -EMFILE;
 	}
-	return 0;
+	ret = fd_take(s);
+	if (ret)
+		atomic_fetch_sub(&s->nopen, 1);
+	return ret;
+}
+
+static void give_open_slot(struct p9_session *s)
+{
+	atomic_fetch_sub(&s->nopen, 1);
+	fd_give(s);
 }
 
 static int h_lopen(struct op *o)
@@ -907,7 +1177,7 @@ static int h_lopen(struct op *o)
 	fd = openat(o->srv->procfd, nm, fl);
 	if (fd < 0) {
 		ret = -errno;
-		atomic_fetch_sub(&s->nopen, 1);
+		give_open_slot(s);
 		goto out;
 	}
 	pthread_mutex_lock(&f->lock);
@@ -915,7 +1185,7 @@ static int h_lopen(struct op *o)
 	    atomic_load(&f->kind) != FID_PATH) {
 		pthread_mutex_unlock(&f->lock);
 		close(fd);
-		atomic_fetch_sub(&s->nopen, 1);
+		give_open_slot(s);
 		ret = -EBUSY;
 		goto out;
 	}
@@ -977,7 +1247,7 @@ static int h_lcreate(struct op *o)
 	char name[P9_NAME_MAX + 1], nm[16];
 	struct p9_node *node, *old;
 	uint32_t p9fl = o->m->u.tlcreate.flags;
-	bool created = true;
+	bool created = true, pfd_counted = true;
 	struct stat st;
 	int fl, fd, pfd = -1, ret;
 
@@ -997,17 +1267,19 @@ static int h_lcreate(struct op *o)
 		ret = -EBUSY;
 		goto out;
 	}
-	if (!node_budget(srv)) {
-		ret = -EMFILE;
-		goto out;
-	}
+	/* the open file, and the O_PATH descriptor of the new node */
 	ret = take_open_slot(s);
 	if (ret)
 		goto out;
+	ret = fd_take(s);
+	if (ret) {
+		give_open_slot(s);
+		goto out;
+	}
 	/* O_EXCL first, to know whether the mode and owner are ours to set;
 	 * O_NOFOLLOW so an existing symlink is never opened through. */
 	fd = open_beneath(f->node->fd, name, fl | O_CREAT | O_EXCL | O_NOFOLLOW,
-			  o->m->u.tlcreate.mode & 07777);
+			  create_mode(srv, S_IFREG, o->m->u.tlcreate.mode));
 	if (fd == -EEXIST && !(p9fl & P9_DOTL_EXCL)) {
 		created = false;
 		ret = open_existing(srv, f->node->fd, name, fl, &fd, &pfd);
@@ -1027,21 +1299,28 @@ static int h_lcreate(struct op *o)
 		}
 	}
 	if (created)
-		fix_owner_mode(s, pfd, f->uid, o->m->u.tlcreate.gid,
-			       o->m->u.tlcreate.mode, true);
+		ret = set_new_attrs(srv, pfd, f->uid, o->m->u.tlcreate.gid,
+				    S_IFREG | (o->m->u.tlcreate.mode & 07777), 0);
+	if (ret) {
+		unlinkat(f->node->fd, name, 0);
+		close(fd);
+		close(pfd);
+		goto out_slot;
+	}
 	if (fstat(pfd, &st)) {
 		ret = -errno;
 		close(fd);
 		close(pfd);
 		goto out_slot;
 	}
-	node = node_new(srv, pfd, f->node, name, strlen(name));
+	node = node_new(srv, s, pfd, f->node, name, strlen(name));
 	if (!node) {
 		ret = -ENOMEM;
 		close(fd);
 		close(pfd);
 		goto out_slot;
 	}
+	pfd_counted = false;	/* the node gives it back */
 	pthread_mutex_lock(&f->lock);
 	if (atomic_load(&f->ofd) >= 0 || atomic_load(&f->kind) != FID_PATH) {
 		/* A concurrent request on the same fid got there first. */
@@ -1067,31 +1346,44 @@ static int h_lcreate(struct op *o)
 	ret = 0;
 	goto out;
 out_slot:
-	atomic_fetch_sub(&s->nopen, 1);
+	give_open_slot(s);
+	if (pfd_counted)
+		fd_give(s);
 out:
 	fid_put(s, f);
 	return ret;
 }
 
 /* Common tail of mkdir, symlink, mknod: owner, mode and qid of the new
- * object, looked up without following it. */
+ * object, looked up without following it (mode carries the type the
+ * client asked for). An object whose attributes cannot be stored is
+ * removed again. */
 static int new_object_qid(struct op *o, int dirfd, const char *name,
 			  uint32_t uid, uint32_t gid, uint32_t mode,
-			  bool set_mode, struct p9_qid *qid)
+			  uint64_t rdev, struct p9_qid *qid)
 {
 	struct stat st;
-	int fd = open_beneath(dirfd, name, O_PATH | O_NOFOLLOW, 0);
+	int fd, ret = fd_take(o->s);
 
-	if (fd < 0)
-		return fd;
-	fix_owner_mode(o->s, fd, uid, gid, mode, set_mode);
-	if (fstat(fd, &st)) {
-		close(fd);
-		return -errno;
+	if (ret) {
+		unlinkat(dirfd, name, S_ISDIR(mode) ? AT_REMOVEDIR : 0);
+		return ret;
 	}
+	fd = open_beneath(dirfd, name, O_PATH | O_NOFOLLOW, 0);
+	if (fd < 0) {
+		fd_give(o->s);
+		return fd;
+	}
+	ret = set_new_attrs(o->srv, fd, uid, gid, mode, rdev);
+	if (ret)
+		unlinkat(dirfd, name, S_ISDIR(mode) ? AT_REMOVEDIR : 0);
+	else if (fstat(fd, &st))
+		ret = -errno;
 	close(fd);
-	make_qid(o->srv, &st, qid);
-	return 0;
+	fd_give(o->s);
+	if (!ret)
+		make_qid(o->srv, &st, qid);
+	return ret;
 }
 
 static int h_mkdir(struct op *o)
@@ -1106,11 +1398,12 @@ static int h_mkdir(struct op *o)
 	ret = check_name(&o->m->u.tmkdir.name, name);
 	if (!ret && o->srv->ro)
 		ret = -EROFS;
-	if (!ret && mkdirat(f->node->fd, name, mode))
+	if (!ret && mkdirat(f->node->fd, name,
+			    create_mode(o->srv, S_IFDIR, mode)))
 		ret = -errno;
 	if (!ret)
 		ret = new_object_qid(o, f->node->fd, name, f->uid,
-				     o->m->u.tmkdir.gid, mode, true,
+				     o->m->u.tmkdir.gid, S_IFDIR | mode, 0,
 				     &o->r->u.rqid.qid);
 	fid_put(o->s, f);
 	return ret;
@@ -1142,7 +1435,7 @@ static int h_symlink(struct op *o)
 	}
 	if (!ret)
 		ret = new_object_qid(o, f->node->fd, name, f->uid,
-				     o->m->u.tsymlink.gid, 0, false,
+				     o->m->u.tsymlink.gid, S_IFLNK | 0777, 0,
 				     &o->r->u.rqid.qid);
 	fid_put(o->s, f);
 	return ret;
@@ -1160,14 +1453,26 @@ static int h_mknod(struct op *o)
 	ret = check_name(&o->m->u.tmknod.name, name);
 	if (!ret && o->srv->ro)
 		ret = -EROFS;
-	/* Device nodes would give the guest host devices. */
-	if (!ret && !S_ISFIFO(mode) && !S_ISSOCK(mode) && !S_ISREG(mode))
+	/* Device nodes would give the guest host devices: mapped-xattr makes
+	 * every special file a plain host file (the type in its xattrs), the
+	 * others refuse device nodes. */
+	if (!ret && !S_ISFIFO(mode) && !S_ISSOCK(mode) && !S_ISREG(mode) &&
+	    (o->srv->sec != P9_SEC_MAPPED_XATTR ||
+	     (!S_ISCHR(mode) && !S_ISBLK(mode))))
 		ret = S_ISCHR(mode) || S_ISBLK(mode) ? -EPERM : -EINVAL;
-	if (!ret && mknodat(f->node->fd, name, mode & (S_IFMT | 07777), 0))
-		ret = -errno;
+	if (!ret) {
+		mode_t host = o->srv->sec == P9_SEC_MAPPED_XATTR ? S_IFREG :
+			      mode & S_IFMT;
+
+		if (mknodat(f->node->fd, name,
+			    host | create_mode(o->srv, host, mode), 0))
+			ret = -errno;
+	}
 	if (!ret)
 		ret = new_object_qid(o, f->node->fd, name, f->uid,
-				     o->m->u.tmknod.gid, mode, true,
+				     o->m->u.tmknod.gid, mode & (S_IFMT | 07777),
+				     makedev(o->m->u.tmknod.major,
+					     o->m->u.tmknod.minor),
 				     &o->r->u.rqid.qid);
 	fid_put(o->s, f);
 	return ret;
@@ -1493,6 +1798,25 @@ out:
 	return ret;
 }
 
+/* mapped-xattr: the type of a regular host file as the guest made it
+ * (a FIFO, socket or device node it created with mknod). */
+static uint8_t mapped_dtype(int dirfd, const char *name)
+{
+	char path[300];
+	uint64_t v;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", dirfd, name);
+	if (!mx_get(path, false, VIRTFS_MODE, &v, 4))
+		return DT_REG;
+	switch (mapped_type(S_IFREG, v)) {
+	case S_IFIFO: return DT_FIFO;
+	case S_IFSOCK: return DT_SOCK;
+	case S_IFCHR: return DT_CHR;
+	case S_IFBLK: return DT_BLK;
+	default: return DT_REG;
+	}
+}
+
 /* Writes dirents straight into the reply's iovecs after the header. */
 static int h_readdir(struct op *o)
 {
@@ -1501,7 +1825,7 @@ static int h_readdir(struct op *o)
 	char dbuf[4096] __attribute__((aligned(8)));
 	uint32_t room, used = 0;
 	uint64_t dev_bits = 0;
-	bool full = false;
+	bool full = false, mapped = o->srv->sec == P9_SEC_MAPPED_XATTR;
 	struct stat dst;
 	int ret, fd;
 
@@ -1537,8 +1861,10 @@ static int h_readdir(struct op *o)
 			struct dirent64 *d = (struct dirent64 *)(dbuf + pos);
 			size_t nl = strlen(d->d_name);
 			uint8_t e[P9_QIDSZ + 8 + 1 + 2];
-			uint8_t qt = d->d_type == DT_DIR ? P9_QTDIR :
-				     d->d_type == DT_LNK ? P9_QTSYMLINK : P9_QTFILE;
+			uint8_t dt = d->d_type == DT_REG && mapped ?
+				     mapped_dtype(fd, d->d_name) : d->d_type;
+			uint8_t qt = dt == DT_DIR ? P9_QTDIR :
+				     dt == DT_LNK ? P9_QTSYMLINK : P9_QTFILE;
 			uint64_t ino = d->d_ino ^ dev_bits, doff = d->d_off;
 
 			pos += d->d_reclen;
@@ -1552,7 +1878,7 @@ static int h_readdir(struct op *o)
 				e[5 + i] = ino >> (8 * i);
 				e[13 + i] = doff >> (8 * i);
 			}
-			e[21] = d->d_type;
+			e[21] = dt;
 			e[22] = nl;
 			e[23] = nl >> 8;
 			iov_copy(o->out, o->nout, P9_IOHDRSZ + used, e,
@@ -1699,6 +2025,25 @@ static int xattr_reserve(struct p9_session *s, size_t size)
 	return 0;
 }
 
+/* Takes the user.virtfs.* names out of a listxattr list; returns its new
+ * length. */
+static size_t xattr_list_hide(uint8_t *buf, size_t n)
+{
+	size_t in = 0, out = 0, plen = strlen(VIRTFS_PREFIX);
+
+	while (in < n) {
+		const uint8_t *end = memchr(buf + in, 0, n - in);
+		size_t len = end ? (size_t)(end - (buf + in)) + 1 : n - in;
+
+		if (len <= plen || memcmp(buf + in, VIRTFS_PREFIX, plen)) {
+			memmove(buf + out, buf + in, len);
+			out += len;
+		}
+		in += len;
+	}
+	return out;
+}
+
 static int h_xattrwalk(struct op *o)
 {
 	struct p9_session *s = o->s;
@@ -1715,6 +2060,13 @@ static int h_xattrwalk(struct op *o)
 	ret = xattr_name(&o->m->u.txattrwalk.name, name, true);
 	if (ret)
 		goto out;
+	/* mapped-xattr: the stored owner and mode are the server's, not
+	 * xattrs of the guest's (QEMU hides them the same way) */
+	if (o->srv->sec == P9_SEC_MAPPED_XATTR &&
+	    !strncmp(name, VIRTFS_PREFIX, strlen(VIRTFS_PREFIX))) {
+		ret = -ENODATA;
+		goto out;
+	}
 	proc_path(f->node->fd, path, sizeof(path));
 	/* Size first, then the value, so only the real size is held; a
 	 * value that grows in between fails with ERANGE. */
@@ -1743,6 +2095,8 @@ static int h_xattrwalk(struct op *o)
 			ret = -errno;
 			goto out_budget;
 		}
+		if (!name[0] && o->srv->sec == P9_SEC_MAPPED_XATTR)
+			n = xattr_list_hide(buf, n);
 	}
 	node_get(f->node);
 	ret = fid_add(s, newfid, f->node, f->uid);
@@ -1798,6 +2152,9 @@ static int h_xattrcreate(struct op *o)
 		ret = -EROFS;
 	if (!ret && !xattr_settable(name))
 		ret = -EOPNOTSUPP;
+	if (!ret && o->srv->sec == P9_SEC_MAPPED_XATTR &&
+	    !strncmp(name, VIRTFS_PREFIX, strlen(VIRTFS_PREFIX)))
+		ret = -EACCES;
 	if (!ret && (flags & ~(uint32_t)(XATTR_CREATE | XATTR_REPLACE)))
 		ret = -EINVAL;
 	if (!ret && size > XATTR_MAX)
@@ -2059,8 +2416,10 @@ size_t p9_reply_room(struct p9_session *s, const struct p9_req *r,
 {
 	uint32_t msize = p9_session_msize(s);
 	/* reply_send's fixed part, a readlink target, or a getlock client
-	 * id (which comes from the request, so within r->size) */
-	size_t room = REPLY_BUF + P9_TARGET_MAX + (size_t)r->size;
+	 * id (which comes from the request, so within r->size; only there:
+	 * a Twrite's reply must not cost as much as its data) */
+	size_t room = REPLY_BUF + P9_TARGET_MAX +
+		      (r->type == P9_TGETLOCK ? (size_t)r->size : 0);
 	uint8_t cnt[4];
 
 	/* Tread and Treaddir: fid[4] offset[8] count[4] after the header;
@@ -2145,6 +2504,8 @@ void p9_session_stats(struct p9_session *s, struct p9_stats *st)
 	pthread_mutex_unlock(&s->lock);
 	st->open = atomic_load(&s->nopen);
 	st->nodes = atomic_load(&s->srv->nodes);
+	st->fds = atomic_load(&s->fds);
+	st->max_fds = s->srv->lim.max_fds;
 }
 
 int p9_server_open(const struct p9_server_cfg *cfg, struct p9_server **out,
@@ -2154,6 +2515,8 @@ int p9_server_open(const struct p9_server_cfg *cfg, struct p9_server **out,
 	struct open_how how = { .flags = O_PATH | O_CLOEXEC,
 				.resolve = RESOLVE_FLAGS };
 	struct stat st;
+	unsigned int sessions;
+	uint64_t pool;
 	int fd, probe;
 
 	fd = open(cfg->path, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -2197,7 +2560,7 @@ int p9_server_open(const struct p9_server_cfg *cfg, struct p9_server **out,
 			 cfg->path, strerror(e));
 		return -e;
 	}
-	srv->root = node_new(srv, fd, NULL, "", 0);
+	srv->root = node_new(srv, NULL, fd, NULL, "", 0);
 	if (!srv->root) {
 		close(fd);
 		close(srv->procfd);
@@ -2208,6 +2571,23 @@ int p9_server_open(const struct p9_server_cfg *cfg, struct p9_server **out,
 	srv->root_dev = st.st_dev;
 	srv->ro = cfg->ro;
 	srv->is_root = geteuid() == 0;
+	srv->sec = cfg->security;
+	/* mapped-xattr keeps every owner and mode in user xattrs: a file
+	 * system without them could store nothing the guest creates. */
+	if (srv->sec == P9_SEC_MAPPED_XATTR && !srv->ro) {
+		char path[40];
+
+		proc_path(fd, path, sizeof(path));
+		if (getxattr(path, VIRTFS_MODE, NULL, 0) < 0 &&
+		    (errno == EOPNOTSUPP || errno == ENOTSUP)) {
+			snprintf(err, errlen, "share %s: its file system has no user extended attributes, which security=mapped-xattr needs (security=none works without them)",
+				 cfg->path);
+			node_put(srv, srv->root);
+			close(srv->procfd);
+			free(srv);
+			return -EOPNOTSUPP;
+		}
+	}
 	srv->msize = cfg->msize ? cfg->msize : (4u << 20);
 	if (srv->msize < P9_MIN_MSIZE)
 		srv->msize = P9_MIN_MSIZE;
@@ -2218,8 +2598,19 @@ int p9_server_open(const struct p9_server_cfg *cfg, struct p9_server **out,
 		srv->lim.max_open = 4096;
 	if (!srv->lim.max_pending)
 		srv->lim.max_pending = 1024;
-	if (!srv->lim.max_nodes)
-		srv->lim.max_nodes = 16384;
+	pool = fd_budget(cfg->fd_reserve);
+	atomic_store(&fds_pool, pool);
+	sessions = cfg->max_sessions ? cfg->max_sessions : 1;
+	if (!srv->lim.max_fds)
+		srv->lim.max_fds = pool / sessions > UINT32_MAX ? UINT32_MAX :
+				   pool / sessions;
+	if (srv->lim.max_fds < P9_MIN_SESSION_FDS && !cfg->lim.max_fds) {
+		snprintf(err, errlen, "share %s: the descriptor limit (RLIMIT_NOFILE) leaves %llu descriptors for 9P, fewer than %u for each of %u sessions: raise it (ulimit -n) or allow fewer sessions",
+			 cfg->path, (unsigned long long)pool, P9_MIN_SESSION_FDS,
+			 sessions);
+		p9_server_close(srv);
+		return -EMFILE;
+	}
 	if (!srv->lim.xattr_budget)
 		srv->lim.xattr_budget = 1u << 20;
 	*out = srv;

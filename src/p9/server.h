@@ -19,19 +19,53 @@ struct p9_limits {
 	uint32_t max_fids;	/* fids per session */
 	uint32_t max_open;	/* opened fids (files, dirs) per session */
 	uint32_t max_pending;	/* requests in flight per session */
-	uint32_t max_nodes;	/* host O_PATH descriptors per server */
+	/* Host descriptors per session: walked paths (O_PATH), open files
+	 * and the few a request holds while it runs. Default: an equal
+	 * share (1/max_sessions) of the process's 9P budget. */
+	uint32_t max_fds;
 	uint32_t xattr_budget;	/* bytes of xattr values held per session */
+};
+
+/* Every 9P server of the process together holds at most the soft
+ * RLIMIT_NOFILE less a reserve for the rest of the process (the VMM's
+ * disks, eventfds, io_uring, sockets): an eighth of the limit, at least
+ * P9_FD_RESERVE, at most half; a request past it fails with ENFILE. */
+#define P9_FD_RESERVE 1024
+/* Fewer descriptors than this per session is a setup error. */
+#define P9_MIN_SESSION_FDS 64
+
+/* How the guest's owners and modes reach the host (QEMU's virtfs
+ * security_model names). */
+enum p9_security {
+	/* The host object stays the server's, with mode 0600 (0700 for a
+	 * folder); the guest's uid, gid, mode and, for mknod, file type
+	 * and rdev are kept in user.virtfs.{uid,gid,mode,rdev} xattrs and
+	 * are what getattr and readdir report. The default. */
+	P9_SEC_MAPPED_XATTR,
+	/* The host object stays the server's; modes apply without setuid
+	 * (and setgid but on folders); chown is accepted and ignored. */
+	P9_SEC_NONE,
+	/* Owners (when the server runs as root) and modes go to the host as
+	 * given, setuid included: a client can make setuid-root files. */
+	P9_SEC_PASSTHROUGH,
 };
 
 struct p9_server_cfg {
 	const char *path;	/* the exported folder */
 	bool ro;
+	enum p9_security security;
+	/* Sessions this server may have at once (0: 1), each with an equal
+	 * share of the budget; and descriptors the caller needs for itself
+	 * beyond the reserve (9p-serve: a socket per connection). */
+	unsigned int max_sessions;
+	unsigned int fd_reserve;
 	uint32_t msize;		/* largest msize accepted */
 	struct p9_limits lim;	/* zero fields take defaults */
 };
 
 /* Opens the export. On failure returns -errno and writes a one-line reason
- * to err (openat2 missing, folder not found, no /proc). */
+ * to err (openat2 missing, folder not found, no /proc, a descriptor limit
+ * too low for max_sessions). */
 int p9_server_open(const struct p9_server_cfg *cfg, struct p9_server **out,
 		   char *err, size_t errlen);
 void p9_server_close(struct p9_server *srv);
@@ -110,6 +144,8 @@ struct p9_stats {
 	uint32_t open;
 	uint32_t pending;
 	uint32_t nodes;		/* server-wide */
+	uint32_t fds;		/* this session's host descriptors */
+	uint32_t max_fds;	/* its budget */
 };
 void p9_session_stats(struct p9_session *s, struct p9_stats *st);
 

@@ -589,8 +589,12 @@ static const struct virtio_dev_ops v9p_ops = {
 struct virtio_dev *virtio_9p_create(const struct share_cfg *cfg, char *err,
 				    size_t errlen)
 {
-	struct p9_server_cfg scfg = { .path = cfg->path, .ro = cfg->ro,
-				      .msize = cfg->msize };
+	struct p9_server_cfg scfg = {
+		.path = cfg->path, .ro = cfg->ro, .msize = cfg->msize,
+		.security = cfg->security == SHARE_SEC_PASSTHROUGH ? P9_SEC_PASSTHROUGH :
+			    cfg->security == SHARE_SEC_NONE ? P9_SEC_NONE :
+			    P9_SEC_MAPPED_XATTR,
+	};
 	size_t tl = cfg->tag ? strlen(cfg->tag) : 0;
 	pthread_condattr_t ca;
 	struct rlimit rl;
@@ -602,17 +606,15 @@ struct virtio_dev *virtio_9p_create(const struct share_cfg *cfg, char *err,
 		return NULL;
 	}
 	/* Every path the guest walks holds an O_PATH descriptor: raise the
-	 * soft limit to the hard one, and keep half of it for the rest of
-	 * the VM (disks, eventfds, other shares). */
-	if (!getrlimit(RLIMIT_NOFILE, &rl)) {
-		if (rl.rlim_cur < rl.rlim_max) {
-			rl.rlim_cur = rl.rlim_max;
-			setrlimit(RLIMIT_NOFILE, &rl);
-			getrlimit(RLIMIT_NOFILE, &rl);
-		}
-		if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur / 2 < 16384)
-			scfg.lim.max_nodes = rl.rlim_cur / 2 > 256 ? rl.rlim_cur / 2 : 256;
+	 * soft limit to the hard one. The server keeps its reserve of it
+	 * for the rest of the VM (disks, eventfds, io_uring); one session
+	 * at a time, which may take the whole 9P budget (every share's
+	 * guest is the same guest). */
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
 	}
+	scfg.max_sessions = 1;
 	v = calloc(1, sizeof(*v));
 	if (!v || !(v->config = malloc(2 + tl))) {
 		free(v);

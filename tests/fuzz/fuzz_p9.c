@@ -75,7 +75,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	cfg.lim.max_fids = 64;
 	cfg.lim.max_open = 8;
 	cfg.lim.max_pending = 4;
-	cfg.lim.max_nodes = 256;
+	cfg.lim.max_fds = 256;
 	cfg.lim.xattr_budget = 4096;
 	if (p9_server_open(&cfg, &srv, err, sizeof(err))) {
 		fprintf(stderr, "%s\n", err);

@@ -164,6 +164,19 @@ static void test_config_specs(void **state)
 	assert_int_equal(s.msize, 1u << 20);
 	free((char *)s.path);
 	free((char *)s.tag);
+	/* security=: the safe mapped-xattr unless told otherwise */
+	assert_int_equal(s.security, SHARE_SEC_MAPPED_XATTR);
+	assert_int_equal(config_parse_share("path=/srv,security=none", false, &s, err,
+					    sizeof(err)), 0);
+	assert_int_equal(s.security, SHARE_SEC_NONE);
+	free((char *)s.path);
+	assert_int_equal(config_parse_share("path=/srv,security=passthrough", false, &s,
+					    err, sizeof(err)), 0);
+	assert_int_equal(s.security, SHARE_SEC_PASSTHROUGH);
+	free((char *)s.path);
+	assert_int_equal(config_parse_share("path=/srv,security=mapped", false, &s, err,
+					    sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "security="));
 	assert_int_equal(config_parse_share("path=/srv,tag=srv,msize=1G", true, &s, err,
 					    sizeof(err)), -EINVAL);
 	free((char *)s.path);

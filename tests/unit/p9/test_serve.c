@@ -1,6 +1,7 @@
 /* `iovm 9p-serve` over a real UNIX socket: framing, many requests in flight
  * on one connection (replies matched by tag), a large read, two sessions
- * at once, a client that breaks the framing, and the command line.
+ * at once, a client that breaks the framing, the command line, and the
+ * per-connection descriptor share and the cap on buffer memory.
  * Usage: test-p9-serve IOVM_BINARY */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -48,15 +53,60 @@ static int run_quiet(char *const argv[])
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* Runs iovm 9p-serve on dir/share (msize 1M) with the extra arguments and
+ * RLIMIT_NOFILE at nofile (0: as inherited) on the socket path sk. Returns
+ * its pid once it listens (it says so on stdout after listen()), or
+ * -exit status when it ended at setup. */
+static pid_t spawn(const char *sk, rlim_t nofile, const char *const extra[])
+{
+	char share[96], listen[160], line[256];
+	const char *argv[16] = { iovm, "9p-serve", "--share", share,
+				 "--listen", listen, "--quiet" };
+	int n = 7, st, pfd[2];
+	size_t got = 0;
+	pid_t pid;
+
+	snprintf(share, sizeof(share), "path=%s/share,msize=1M", dir);
+	snprintf(listen, sizeof(listen), "unix:%s", sk);
+	for (int i = 0; extra[i]; i++)
+		argv[n++] = extra[i];
+	assert_int_equal(pipe(pfd), 0);
+	pid = fork();
+	if (!pid) {
+		struct rlimit rl = { nofile, nofile };
+		int null = open("/dev/null", O_WRONLY);
+
+		if (nofile)
+			setrlimit(RLIMIT_NOFILE, &rl);
+		dup2(pfd[1], 1);
+		close(pfd[0]);
+		close(pfd[1]);
+		if (!getenv("P9DEBUG"))
+			dup2(null, 2);
+		execv(iovm, (char *const *)argv);
+		_exit(127);
+	}
+	close(pfd[1]);
+	while (got < sizeof(line) - 1 && read(pfd[0], line + got, 1) == 1 &&
+	       line[got] != '\n')
+		got++;
+	line[got] = 0;
+	close(pfd[0]);
+	if (strncmp(line, "listening on", 12)) {
+		waitpid(pid, &st, 0);
+		return WIFEXITED(st) ? -WEXITSTATUS(st) : -128;
+	}
+	return pid;
+}
+
 static int setup(void **state)
 {
-	char share[96], listen[160], p[128];
+	char p[128];
 	int fd;
 
 	strcpy(dir, "/tmp/p9serve.XXXXXX");
 	if (!mkdtemp(dir))
 		return -1;
-	snprintf(share, sizeof(share), "path=%s/share,msize=1M", dir);
 	snprintf(p, sizeof(p), "%s/share", dir);
 	mkdir(p, 0755);
 	snprintf(p, sizeof(p), "%s/share/big", dir);
@@ -70,24 +120,8 @@ static int setup(void **state)
 	}
 	close(fd);
 	snprintf(sock, sizeof(sock), "%s/9p.sock", dir);
-	snprintf(listen, sizeof(listen), "unix:%s", sock);
-	server = fork();
-	if (!server) {
-		int null = open("/dev/null", O_WRONLY);
-
-		dup2(null, 1);
-		execl(iovm, iovm, "9p-serve", "--share", share, "--listen", listen,
-		      "--quiet", (char *)NULL);
-		_exit(127);
-	}
-	for (int i = 0; i < 100; i++) {
-		struct stat st;
-
-		if (!stat(sock, &st))
-			return 0;
-		usleep(20000);
-	}
-	return -1;
+	server = spawn(sock, 0, (const char *const[]){ NULL });
+	return server > 0 ? 0 : -1;
 }
 
 static int teardown(void **state)
@@ -105,14 +139,19 @@ static int teardown(void **state)
 	return system(cmd) ? -1 : 0;
 }
 
-static int connect_sock(void)
+static int connect_to(const char *path)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
 
-	strcpy(sun.sun_path, sock);
+	strcpy(sun.sun_path, path);
 	assert_int_equal(connect(fd, (struct sockaddr *)&sun, sizeof(sun)), 0);
 	return fd;
+}
+
+static int connect_sock(void)
+{
+	return connect_to(sock);
 }
 
 static void send_msg(int fd, struct p9_msg *m)
@@ -300,12 +339,186 @@ static void test_command_line(void **state)
 	assert_int_equal(run_quiet(nodir), 1);
 }
 
+static void stop_server(pid_t pid, const char *sk)
+{
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+	unlink(sk);
+}
+
+static uint32_t walk_to(int fd, uint32_t newfid, const char *name,
+			uint8_t *buf, size_t cap)
+{
+	struct p9_msg t = { .type = P9_TWALK, .tag = 2 }, r;
+
+	t.u.twalk.fid = 0;
+	t.u.twalk.newfid = newfid;
+	t.u.twalk.nwname = 1;
+	t.u.twalk.wname[0] = S(name);
+	rpc(fd, &t, &r, buf, cap);
+	return r.type == P9_RLERROR ? r.u.rlerror.ecode : 0;
+}
+
+/* Each connection gets its own share of the descriptors the process keeps
+ * for 9P: one client that walks until it is refused leaves the other one
+ * working, and a limit too low for --max-connections is a setup error. */
+static void test_fd_budget(void **state)
+{
+	static uint8_t buf[8192];
+	const char *two[] = { "--max-connections", "2", NULL };
+	const char *many[] = { "--max-connections", "100", NULL };
+	char sk[160];
+	struct p9_msg t, r;
+	uint32_t n, err = 0;
+	pid_t pid;
+	int a, b;
+
+	snprintf(sk, sizeof(sk), "%s/fd.sock", dir);
+	/* 2048 descriptors: 1024 kept for the process, a socket per
+	 * connection and 16 more; (2048 - 1024 - 18) / 2 per connection */
+	pid = spawn(sk, 2048, two);
+	assert_true(pid > 0);
+	a = connect_to(sk);
+	b = connect_to(sk);
+	mount_conn(a, buf, sizeof(buf));
+	mount_conn(b, buf, sizeof(buf));
+	for (n = 1; n < 2048 && !(err = walk_to(a, n, "big", buf, sizeof(buf))); n++)
+		;
+	assert_int_equal(err, EMFILE);
+	assert_int_equal(n - 1, 503);
+	/* the other connection walks, opens and reads */
+	assert_int_equal(walk_to(b, 1, "big", buf, sizeof(buf)), 0);
+	t = (struct p9_msg){ .type = P9_TLOPEN, .tag = 3 };
+	t.u.tlopen.fid = 1;
+	rpc(b, &t, &r, buf, sizeof(buf));
+	assert_int_equal(r.type, P9_RLOPEN);
+	t = (struct p9_msg){ .type = P9_TREAD, .tag = 4 };
+	t.u.tread.fid = 1;
+	t.u.tread.count = 4096;
+	rpc(b, &t, &r, buf, sizeof(buf));
+	assert_int_equal(r.type, P9_RREAD);
+	assert_int_equal(r.u.rdata.count, 4096);
+	/* and the first one still serves what needs no descriptor */
+	t = (struct p9_msg){ .type = P9_TGETATTR, .tag = 5 };
+	t.u.tgetattr.fid = 0;
+	t.u.tgetattr.mask = P9_GETATTR_BASIC;
+	rpc(a, &t, &r, buf, sizeof(buf));
+	assert_int_equal(r.type, P9_RGETATTR);
+	close(a);
+	close(b);
+	stop_server(pid, sk);
+	/* 100 connections cannot have 64 descriptors each under 2048 */
+	assert_int_equal(spawn(sk, 2048, many), -1);
+}
+
+/* Sends all but the last bytes of a Twrite of exactly size bytes on fid
+ * 1, and waits until the server has read them: it has then reserved the
+ * message's buffer (see read_message), and sits waiting for the rest. */
+static void write_head(int fd, uint8_t *msg, uint32_t size, size_t sent)
+{
+	int q;
+
+	assert_int_equal(write(fd, msg, sent), (ssize_t)sent);
+	while (!ioctl(fd, SIOCOUTQ, &q) && q > 0)
+		sched_yield();
+}
+
+static void make_twrite(uint8_t *msg, uint32_t size)
+{
+	/* size[4] Twrite tag[2] fid[4] offset[8] count[4] data */
+	memset(msg, 0, P9_TWRITE_HDRSZ);
+	memset(msg + P9_TWRITE_HDRSZ, 0x5a, size - P9_TWRITE_HDRSZ);
+	p9_put32(msg, size);
+	msg[4] = P9_TWRITE;
+	msg[5] = 7;
+	p9_put32(msg + 7, 1);
+	p9_put32(msg + 19, size - P9_TWRITE_HDRSZ);
+}
+
+static void create_file(int fd, const char *name, uint8_t *buf, size_t cap)
+{
+	struct p9_msg t, r;
+
+	t = (struct p9_msg){ .type = P9_TWALK, .tag = 2 };
+	t.u.twalk.newfid = 1;	/* a clone of the root */
+	rpc(fd, &t, &r, buf, cap);
+	assert_int_equal(r.type, P9_RWALK);
+	t = (struct p9_msg){ .type = P9_TLCREATE, .tag = 3 };
+	t.u.tlcreate.fid = 1;
+	t.u.tlcreate.name = S(name);
+	t.u.tlcreate.flags = O_RDWR;
+	t.u.tlcreate.mode = 0644;
+	rpc(fd, &t, &r, buf, cap);
+	assert_int_equal(r.type, P9_RLCREATE);
+}
+
+/* --buffer-memory caps the message buffers of all connections together:
+ * with ten connections each in the middle of a 1 MiB Twrite, an eleventh
+ * gets ENOMEM for its own 1 MiB Twrite but keeps its session (small
+ * requests served, the stream in step), and succeeds once one of the ten
+ * is done. */
+static void test_buffer_memory(void **state)
+{
+	static uint8_t buf[8192], msg[1u << 20];
+	const uint32_t size = 1u << 20;
+	/* 4 x (2 x (1M + 11) + 16 x 2 x 16K) is the least for msize 1M */
+	const char *args[] = { "--buffer-memory", "11010048", NULL };
+	int conns[10], x;
+	char sk[160];
+	struct p9_msg t, r;
+	size_t len;
+	pid_t pid;
+
+	snprintf(sk, sizeof(sk), "%s/mem.sock", dir);
+	pid = spawn(sk, 0, args);
+	assert_true(pid > 0);
+	make_twrite(msg, size);
+	for (int i = 0; i < 10; i++) {
+		conns[i] = connect_to(sk);
+		mount_conn(conns[i], buf, sizeof(buf));
+		if (!i)
+			create_file(conns[i], "held", buf, sizeof(buf));
+		write_head(conns[i], msg, size, 5);
+	}
+	x = connect_to(sk);
+	mount_conn(x, buf, sizeof(buf));
+	create_file(x, "refused", buf, sizeof(buf));
+	assert_int_equal(write(x, msg, size), size);
+	len = recv_msg(x, buf, sizeof(buf));
+	assert_int_equal(p9_decode(buf, len, false, &r), 0);
+	assert_int_equal(r.type, P9_RLERROR);
+	assert_int_equal(r.u.rlerror.ecode, ENOMEM);
+	assert_int_equal(r.tag, 7);
+	t = (struct p9_msg){ .type = P9_TGETATTR, .tag = 5 };
+	t.u.tgetattr.fid = 1;
+	t.u.tgetattr.mask = P9_GETATTR_BASIC;
+	rpc(x, &t, &r, buf, sizeof(buf));
+	assert_int_equal(r.type, P9_RGETATTR);
+	/* the first write completes; its buffer is free by its reply */
+	assert_int_equal(write(conns[0], msg + 5, size - 5), size - 5);
+	len = recv_msg(conns[0], buf, sizeof(buf));
+	assert_int_equal(p9_decode(buf, len, false, &r), 0);
+	assert_int_equal(r.type, P9_RWRITE);
+	assert_int_equal(r.u.rwrite.count, size - P9_TWRITE_HDRSZ);
+	assert_int_equal(write(x, msg, size), size);
+	len = recv_msg(x, buf, sizeof(buf));
+	assert_int_equal(p9_decode(buf, len, false, &r), 0);
+	assert_int_equal(r.type, P9_RWRITE);
+	assert_int_equal(r.u.rwrite.count, size - P9_TWRITE_HDRSZ);
+	for (int i = 0; i < 10; i++)
+		close(conns[i]);
+	close(x);
+	stop_server(pid, sk);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pipelined),
 		cmocka_unit_test(test_broken_framing),
 		cmocka_unit_test(test_command_line),
+		cmocka_unit_test(test_fd_budget),
+		cmocka_unit_test(test_buffer_memory),
 	};
 
 	if (argc != 2) {

@@ -7,12 +7,14 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -56,6 +58,7 @@ struct env {
 	char share[96];
 	struct p9_server *srv;
 	struct p9c c;
+	enum p9_security sec;	/* for start(); 0: the default model */
 };
 
 static int at(struct env *e, const char *rel, char *buf, size_t len)
@@ -67,7 +70,7 @@ static void start(struct env *e, bool ro, uint32_t msize,
 		  const struct p9_limits *lim)
 {
 	struct p9_server_cfg cfg = { .path = e->share, .ro = ro,
-				     .msize = msize };
+				     .msize = msize, .security = e->sec };
 	char err[256];
 
 	if (lim)
@@ -133,6 +136,8 @@ static void test_basic_file_ops(void **state)
 	char p[256], buf[64];
 	struct stat st;
 
+	/* exact modes and owners on the host: what passthrough promises */
+	e->sec = P9_SEC_PASSTHROUGH;
 	start(e, false, 1u << 20, NULL);
 	/* lcreate turns fid 1 (a clone of the root) into the new file */
 	assert_int_equal(p9c_walk(c, 0, 1, ""), 0);
@@ -1402,6 +1407,416 @@ static void test_reply_room(void **state)
 	stop(e);
 }
 
+
+/* ---- security models ---- */
+
+static int setattr_mode(struct p9c *c, uint32_t fid, uint32_t mode)
+{
+	struct p9_msg t = { .type = P9_TSETATTR };
+
+	t.u.tsetattr.fid = fid;
+	t.u.tsetattr.valid = P9_SETATTR_MODE;
+	t.u.tsetattr.mode = mode;
+	return p9c_rpc(c, &t);
+}
+
+static int setattr_owner(struct p9c *c, uint32_t fid, uint32_t uid,
+			 uint32_t gid)
+{
+	struct p9_msg t = { .type = P9_TSETATTR };
+
+	t.u.tsetattr.fid = fid;
+	t.u.tsetattr.valid = P9_SETATTR_UID | P9_SETATTR_GID;
+	t.u.tsetattr.uid = uid;
+	t.u.tsetattr.gid = gid;
+	return p9c_rpc(c, &t);
+}
+
+static int mknod_at(struct p9c *c, uint32_t dfid, const char *name,
+		    uint32_t mode, uint32_t major, uint32_t minor)
+{
+	struct p9_msg t = { .type = P9_TMKNOD };
+
+	t.u.tmknod.dfid = dfid;
+	t.u.tmknod.name = S(name);
+	t.u.tmknod.mode = mode;
+	t.u.tmknod.major = major;
+	t.u.tmknod.minor = minor;
+	t.u.tmknod.gid = 4321;
+	return p9c_rpc(c, &t);
+}
+
+static void host_stat(struct env *e, const char *rel, struct stat *st)
+{
+	char p[256];
+
+	at(e, rel, p, sizeof(p));
+	assert_int_equal(lstat(p, st), 0);
+}
+
+/* The dirent type readdir gives name in the folder of fid (opened). */
+static int readdir_type(struct p9c *c, uint32_t fid, const char *name)
+{
+	uint64_t off = 0;
+
+	for (;;) {
+		struct p9_dirent d;
+		size_t pos = 0;
+
+		assert_int_equal(p9c_readdir(c, fid, off, 4096), 0);
+		if (!c->r.u.rdata.count)
+			return -1;
+		while (p9_dirent_next(c->r.u.rdata.data, c->r.u.rdata.count,
+				      &pos, &d) == 1) {
+			off = d.offset;
+			if (d.name.len == strlen(name) &&
+			    !memcmp(d.name.s, name, d.name.len))
+				return d.type;
+		}
+	}
+}
+
+/* The attacks of a client against a server running as root: a setuid
+ * file made by create, by chmod and by mknod, and a file given to
+ * another uid. Under passthrough they all reach the host (its documented
+ * risk); the two other models let none of them through. */
+static void attack(struct env *e)
+{
+	struct p9c *c = &e->c;
+
+	assert_int_equal(p9c_walk(c, 0, 1, ""), 0);
+	assert_int_equal(p9c_lcreate(c, 1, "suid", O_RDWR, 04755), 0);
+	assert_int_equal(p9c_walk(c, 0, 2, ""), 0);
+	assert_int_equal(p9c_lcreate(c, 2, "chmodded", O_RDWR, 0755), 0);
+	assert_int_equal(setattr_mode(c, 2, 06755), 0);
+	assert_int_equal(mknod_at(c, 0, "mknodded", S_IFREG | 06755, 0, 0), 0);
+	assert_int_equal(p9c_walk(c, 0, 3, ""), 0);
+	assert_int_equal(p9c_lcreate(c, 3, "given", O_RDWR, 0644), 0);
+	assert_int_equal(setattr_owner(c, 3, 1234, 4321), 0);
+	assert_int_equal(p9c_mkdir(c, 0, "sgid-dir", 02755), 0);
+	assert_int_equal(p9c_mkdir(c, 0, "suid-dir", 04755), 0);
+}
+
+static void test_security_passthrough(void **state)
+{
+	struct env *e = *state;
+	struct stat st;
+
+	e->sec = P9_SEC_PASSTHROUGH;
+	start(e, false, 65536, NULL);
+	attack(e);
+	host_stat(e, "suid", &st);
+	assert_int_equal(st.st_mode & 07777, 04755);
+	host_stat(e, "chmodded", &st);
+	assert_int_equal(st.st_mode & 07777, 06755);
+	host_stat(e, "mknodded", &st);
+	assert_int_equal(st.st_mode & 07777, 06755);
+	host_stat(e, "given", &st);
+	if (!geteuid()) {
+		assert_int_equal(st.st_uid, 1234);
+		assert_int_equal(st.st_gid, 4321);
+	}
+	stop(e);
+}
+
+/* The default model's owner and mode stay off the host. */
+static void check_host_safe(struct env *e)
+{
+	struct stat st;
+	const char *files[] = { "suid", "chmodded", "mknodded", "given" };
+
+	for (unsigned int i = 0; i < 4; i++) {
+		host_stat(e, files[i], &st);
+		assert_true(S_ISREG(st.st_mode));
+		assert_int_equal(st.st_mode & (S_ISUID | S_ISGID), 0);
+		assert_int_equal(st.st_uid, geteuid());
+		assert_int_equal(st.st_gid, getegid());
+	}
+	host_stat(e, "suid-dir", &st);
+	assert_int_equal(st.st_mode & S_ISUID, 0);
+}
+
+static void test_security_none(void **state)
+{
+	struct env *e = *state;
+	struct p9c *c = &e->c;
+	struct stat st;
+
+	e->sec = P9_SEC_NONE;
+	start(e, false, 65536, NULL);
+	attack(e);
+	check_host_safe(e);
+	/* the rest of each mode applies, and getattr shows the host */
+	host_stat(e, "suid", &st);
+	assert_int_equal(st.st_mode & 07777, 0755);
+	host_stat(e, "chmodded", &st);
+	assert_int_equal(st.st_mode & 07777, 0755);
+	host_stat(e, "mknodded", &st);
+	assert_int_equal(st.st_mode & 07777, 0755);
+	host_stat(e, "sgid-dir", &st);
+	assert_int_equal(st.st_mode & 07777, 02755);	/* harmless on a folder */
+	assert_int_equal(p9c_getattr(c, 3), 0);
+	assert_int_equal(c->r.u.rgetattr.a.uid, geteuid());
+	assert_int_equal(p9c_getattr(c, 1), 0);
+	assert_int_equal(c->r.u.rgetattr.a.mode, S_IFREG | 0755);
+	/* device nodes stay refused */
+	assert_int_equal(mknod_at(c, 0, "tty", S_IFCHR | 0600, 4, 1), -EPERM);
+	stop(e);
+}
+
+static bool user_xattrs(struct env *e)
+{
+	char p[256];
+	bool ok;
+
+	at(e, ".probe", p, sizeof(p));
+	close(open(p, O_CREAT | O_WRONLY, 0600));
+	ok = !setxattr(p, "user.probe", "1", 1, 0);
+	unlink(p);
+	return ok;
+}
+
+static uint32_t host_xattr32(struct env *e, const char *rel, const char *name)
+{
+	char p[256];
+	uint8_t b[4];
+
+	at(e, rel, p, sizeof(p));
+	assert_int_equal(lgetxattr(p, name, b, sizeof(b)), 4);
+	return p9_get32(b);
+}
+
+static void test_security_mapped(void **state)
+{
+	struct env *e = *state;
+	struct p9c *c = &e->c;
+	struct p9_attr *a = &c->r.u.rgetattr.a;
+	struct stat st;
+
+	if (!user_xattrs(e)) {
+		skip();
+		return;
+	}
+	e->sec = P9_SEC_MAPPED_XATTR;
+	start(e, false, 65536, NULL);
+	attack(e);
+	check_host_safe(e);
+	host_stat(e, "suid", &st);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	host_stat(e, "sgid-dir", &st);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(st.st_mode & 07777, 0700);
+	/* the guest sees what it set, from the xattrs QEMU uses */
+	assert_int_equal(host_xattr32(e, "suid", "user.virtfs.mode"),
+			 S_IFREG | 04755);
+	assert_int_equal(p9c_getattr(c, 1), 0);
+	assert_int_equal(a->mode, S_IFREG | 04755);
+	assert_int_equal(p9c_getattr(c, 2), 0);
+	assert_int_equal(a->mode, S_IFREG | 06755);
+	assert_int_equal(p9c_getattr(c, 3), 0);
+	assert_int_equal(a->uid, 1234);
+	assert_int_equal(a->gid, 4321);
+	assert_int_equal(host_xattr32(e, "given", "user.virtfs.uid"), 1234);
+	assert_int_equal(p9c_walk(c, 0, 4, "sgid-dir"), 0);
+	assert_int_equal(p9c_getattr(c, 4), 0);
+	assert_int_equal(a->mode, S_IFDIR | 02755);
+	/* special files, device nodes too, are plain 0600 host files */
+	assert_int_equal(mknod_at(c, 0, "tty", S_IFCHR | 0620, 4, 1), 0);
+	assert_int_equal(mknod_at(c, 0, "fifo", S_IFIFO | 0644, 0, 0), 0);
+	host_stat(e, "tty", &st);
+	assert_true(S_ISREG(st.st_mode));
+	assert_int_equal(st.st_mode & 07777, 0600);
+	host_stat(e, "fifo", &st);
+	assert_true(S_ISREG(st.st_mode));
+	assert_int_equal(p9c_walk(c, 0, 5, "tty"), 0);
+	assert_int_equal(p9c_getattr(c, 5), 0);
+	assert_int_equal(a->mode, S_IFCHR | 0620);
+	assert_int_equal(a->rdev, makedev(4, 1));
+	assert_int_equal(a->gid, 4321);
+	/* chmod keeps the stored type */
+	assert_int_equal(setattr_mode(c, 5, 0600), 0);
+	assert_int_equal(p9c_getattr(c, 5), 0);
+	assert_int_equal(a->mode, S_IFCHR | 0600);
+	assert_int_equal(p9c_walk(c, 0, 6, ""), 0);
+	assert_int_equal(p9c_lopen(c, 6, O_RDONLY), 0);
+	assert_int_equal(readdir_type(c, 6, "tty"), DT_CHR);
+	assert_int_equal(readdir_type(c, 6, "fifo"), DT_FIFO);
+	assert_int_equal(readdir_type(c, 6, "suid"), DT_REG);
+	assert_int_equal(readdir_type(c, 6, "sgid-dir"), DT_DIR);
+	/* a file the host made shows the host's attributes until the guest
+	 * changes one; then all of its view is stored, the host file kept */
+	{
+		char hp[256];
+
+		at(e, "hostmade", hp, sizeof(hp));
+		close(open(hp, O_CREAT | O_WRONLY, 0640));
+		assert_int_equal(chmod(hp, 0640), 0);
+		assert_int_equal(p9c_walk(c, 0, 10, "hostmade"), 0);
+		assert_int_equal(p9c_getattr(c, 10), 0);
+		assert_int_equal(a->mode, S_IFREG | 0640);
+		assert_int_equal(a->uid, geteuid());
+		assert_int_equal(setattr_owner(c, 10, 1234, 4321), 0);
+		assert_int_equal(p9c_getattr(c, 10), 0);
+		assert_int_equal(a->mode, S_IFREG | 0640);
+		assert_int_equal(a->uid, 1234);
+		assert_int_equal(a->gid, 4321);
+		host_stat(e, "hostmade", &st);
+		assert_int_equal(st.st_mode & 07777, 0640);
+		assert_int_equal(st.st_uid, geteuid());
+	}
+	/* a symlink's owner cannot be stored: accepted, nothing changes */
+	assert_int_equal(p9c_symlink(c, 0, "sl", "suid"), 0);
+	assert_int_equal(p9c_walk(c, 0, 7, "sl"), 0);
+	assert_int_equal(setattr_owner(c, 7, 1234, 4321), 0);
+	host_stat(e, "sl", &st);
+	assert_int_equal(st.st_uid, geteuid());
+	/* the stored attributes are not the guest's xattrs */
+	{
+		struct p9_msg w = { .type = P9_TXATTRWALK };
+		struct p9_msg x = { .type = P9_TXATTRCREATE };
+		char list[256];
+		size_t n;
+
+		w.u.txattrwalk.fid = 1;
+		w.u.txattrwalk.newfid = 8;
+		w.u.txattrwalk.name = S("user.virtfs.uid");
+		assert_int_equal(p9c_rpc(c, &w), -ENODATA);
+		w.u.txattrwalk.name = S("");
+		assert_int_equal(p9c_walk(c, 0, 9, "suid"), 0);
+		assert_int_equal(p9c_rpc(c, &w), 0);
+		n = c->r.u.rxattrwalk.size;
+		assert_true(n < sizeof(list));
+		assert_int_equal(p9c_read(c, 8, 0, sizeof(list)), 0);
+		assert_int_equal(c->r.u.rdata.count, n);
+		memcpy(list, c->r.u.rdata.data, n);
+		for (size_t i = 0; i < n; i += strlen(list + i) + 1)
+			assert_int_not_equal(strncmp(list + i, "user.virtfs.", 12), 0);
+		assert_int_equal(p9c_fidop(c, P9_TCLUNK, 8), 0);
+		x.u.txattrcreate.fid = 9;
+		x.u.txattrcreate.name = S("user.virtfs.uid");
+		x.u.txattrcreate.size = 4;
+		assert_int_equal(p9c_rpc(c, &x), -EACCES);
+	}
+	stop(e);
+}
+
+/* ---- descriptor budget ---- */
+
+struct client {
+	struct p9c c;
+	uint8_t out[8192];
+};
+
+static void client_start(struct client *cl, struct p9_server *srv)
+{
+	cl->c.s = p9_session_new(srv);
+	assert_non_null(cl->c.s);
+	cl->c.out = cl->out;
+	cl->c.outsz = sizeof(cl->out);
+	assert_int_equal(p9c_version(&cl->c, 8192), 0);
+	assert_int_equal(p9c_attach(&cl->c, 0), 0);
+}
+
+/* Walks until refused; returns how many walks succeeded, err the error. */
+static uint32_t walk_until_refused(struct p9c *c, uint32_t first, int *err)
+{
+	uint32_t n = 0;
+
+	while (!(*err = p9c_walk(c, 0, first + n, "f")) && n < 100000)
+		n++;
+	return n;
+}
+
+/* With RLIMIT_NOFILE at 2048, the 9P servers of the process hold at most
+ * 2048 - 1024 descriptors; a server of two sessions gives each half. A
+ * session that walks and opens until refused (EMFILE) leaves the other
+ * working, a third session finds the process budget spent (ENFILE), and
+ * the process itself can still open the descriptors it keeps. */
+static void test_fd_budget(void **state)
+{
+	struct env *e = *state;
+	struct p9_server_cfg cfg = { .path = e->share, .max_sessions = 2 };
+	struct rlimit saved, rl;
+	struct client *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
+	struct client *third = calloc(1, sizeof(*third));
+	struct p9_stats st;
+	int fds[512], err;
+	char p[256], msg[256];
+	uint32_t n;
+
+	at(e, "f", p, sizeof(p));
+	close(open(p, O_CREAT | O_WRONLY, 0644));
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
+	rl = saved;
+	rl.rlim_cur = 2048;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	assert_int_equal(p9_server_open(&cfg, &e->srv, msg, sizeof(msg)), 0);
+	client_start(a, e->srv);
+	client_start(b, e->srv);
+	/* the first session: open files, then walks, up to its 512 */
+	for (n = 1; n <= 100; n++) {
+		assert_int_equal(p9c_walk(&a->c, 0, n, "f"), 0);
+		assert_int_equal(p9c_lopen(&a->c, n, O_RDONLY), 0);
+	}
+	n = walk_until_refused(&a->c, 1000, &err);
+	assert_int_equal(err, -EMFILE);
+	assert_int_equal(n + 200, 512);
+	p9_session_stats(a->c.s, &st);
+	assert_int_equal(st.fds, 512);
+	assert_int_equal(st.max_fds, 512);
+	assert_int_equal(p9c_walk(&a->c, 0, 1, ""), -EEXIST);
+	assert_int_equal(p9c_walk(&a->c, 0, 99999, ""), 0);	/* no fd */
+	assert_int_equal(p9c_lopen(&a->c, 99999, O_RDONLY), -EMFILE);
+	/* the second one walks, opens and reads */
+	assert_int_equal(p9c_walk(&b->c, 0, 1, "f"), 0);
+	assert_int_equal(p9c_lopen(&b->c, 1, O_RDONLY), 0);
+	assert_int_equal(p9c_read(&b->c, 1, 0, 16), 0);
+	n = walk_until_refused(&b->c, 1000, &err);
+	assert_int_equal(err, -EMFILE);
+	assert_int_equal(n + 2, 512);
+	/* a third session (more than the server planned for) finds the
+	 * process budget spent */
+	client_start(third, e->srv);
+	assert_int_equal(p9c_walk(&third->c, 0, 1, "f"), -ENFILE);
+	/* and what the process keeps for itself is there */
+	for (unsigned int i = 0; i < 512; i++) {
+		fds[i] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		assert_true(fds[i] >= 0);
+	}
+	for (unsigned int i = 0; i < 512; i++)
+		close(fds[i]);
+	/* a clunk gives its descriptors back: the open file's and the
+	 * node's */
+	assert_int_equal(p9c_fidop(&a->c, P9_TCLUNK, 1), 0);
+	assert_int_equal(p9c_walk(&a->c, 0, 1, "f"), 0);
+	assert_int_equal(p9c_walk(&a->c, 0, 50000, "f"), 0);
+	assert_int_equal(p9c_walk(&a->c, 0, 50001, "f"), -EMFILE);
+	p9_session_free(third->c.s);
+	p9_session_free(a->c.s);
+	p9_session_free(b->c.s);
+	/* every descriptor went back with its session */
+	{
+		struct client *d = calloc(1, sizeof(*d));
+
+		client_start(d, e->srv);
+		n = walk_until_refused(&d->c, 1, &err);
+		assert_int_equal(n, 512);
+		p9_session_free(d->c.s);
+		free(d);
+	}
+	p9_server_close(e->srv);
+	e->srv = NULL;
+	/* a limit that cannot give each of 40 sessions 64 descriptors */
+	cfg.max_sessions = 40;
+	assert_int_equal(p9_server_open(&cfg, &e->srv, msg, sizeof(msg)), -EMFILE);
+	assert_non_null(strstr(msg, "RLIMIT_NOFILE"));
+	e->srv = NULL;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
+	free(a);
+	free(b);
+	free(third);
+}
+
 static void test_open_errors(void **state)
 {
 	struct p9_server_cfg cfg = { .path = "/nonexistent/share" };
@@ -1436,6 +1851,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_version_clears_full_table, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reply_room, setup, teardown),
 		cmocka_unit_test(test_open_errors),
+		cmocka_unit_test_setup_teardown(test_security_passthrough, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_security_none, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_security_mapped, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fd_budget, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
