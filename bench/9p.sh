@@ -1,7 +1,8 @@
 #!/bin/bash
 # 9P benchmark: the probe's 9P2000.L client (native at CPL 3, bench=9p) on
-# iovm's virtio-9p and on QEMU's (-fsdev local,security_model=none
-# -device virtio-9p-pci) sharing the same folder in the same run, beside the
+# iovm's virtio-9p (security=none) and on QEMU's (-fsdev
+# local,security_model=none -device virtio-9p-pci: the same model, so that
+# neither pays for mapped ownership) sharing the same folder in the same run, beside the
 # host's own figures (bench/p9-floor: pwrite/pread of the same size in the
 # same chunks, and the metadata job with system calls). For each msize:
 # sequential write then read of a SIZE file with QD requests in flight;
@@ -127,7 +128,7 @@ run_dd() {
 		else
 			run iovm-dd "$dd_msize" "$iovm" run --kernel "$guest/bzImage" \
 				--initrd "$guest/initramfs.cpio.gz" --memory 1G --cpus 2 \
-				--share "path=$dir,tag=bench,msize=$dd_msize" --append "$dd_append"
+				--share "path=$dir,tag=bench,msize=$dd_msize,security=none" --append "$dd_append"
 		fi
 		;;
 	esac
@@ -161,7 +162,7 @@ for m in ${msizes//,/ }; do
 		case ,$only, in *,$vmm,*) ;; *) continue ;; esac
 		if [ "$vmm" = iovm ]; then
 			run iovm "$m" "$iovm" run --kernel "$probe" --memory "$mem" \
-				--share "path=$dir,tag=bench,msize=$m" --append "$append"
+				--share "path=$dir,tag=bench,msize=$m,security=none" --append "$append"
 		elif [ -n "$qemu" ]; then
 			run qemu "$m" "$qemu" -enable-kvm -bios /usr/share/qemu/qboot.rom \
 				-nographic -no-reboot -m "$mem" -kernel "$probe" \
