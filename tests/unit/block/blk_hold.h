@@ -6,10 +6,16 @@
 #ifndef IOVM_TESTS_BLK_HOLD_H
 #define IOVM_TESTS_BLK_HOLD_H
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -110,6 +116,96 @@ static inline bool blk_hold_end(struct blk_hold *h)
 	if (h->hooks.gate_fd >= 0)
 		close(h->hooks.gate_fd);
 	return !blk_hold_fired(h);
+}
+
+/* Fills [off, off+len) of fd with byte v. Returns whether it did. */
+static inline bool blk_fill_fd(int fd, uint64_t off, uint64_t len, uint8_t v)
+{
+	static uint8_t b[1 << 20];
+
+	memset(b, v, sizeof(b));
+	while (len) {
+		size_t n = len < sizeof(b) ? len : sizeof(b);
+
+		if (pwrite(fd, b, n, off) != (ssize_t)n)
+			return false;
+		off += n;
+		len -= n;
+	}
+	return true;
+}
+
+/* Whether [off, off+len) of fd holds only byte v (says where not). */
+static inline bool blk_holds_fd(int fd, uint64_t off, uint64_t len, uint8_t v)
+{
+	static uint8_t b[1 << 20], want[1 << 20];
+
+	memset(want, v, sizeof(want));
+	while (len) {
+		size_t n = len < sizeof(b) ? len : sizeof(b);
+
+		if (pread(fd, b, n, off) != (ssize_t)n || memcmp(b, want, n)) {
+			fprintf(stderr, "bytes at %llu are not all %#x\n",
+				(unsigned long long)off, v);
+			return false;
+		}
+		off += n;
+		len -= n;
+	}
+	return true;
+}
+
+static inline bool blk_fill(const char *path, uint64_t off, uint64_t len,
+			    uint8_t v)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	bool ok = fd >= 0 && blk_fill_fd(fd, off, len, v);
+
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+static inline bool blk_holds(const char *path, uint64_t off, uint64_t len,
+			     uint8_t v)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	bool ok = fd >= 0 && blk_holds_fd(fd, off, len, v);
+
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+/* Makes every descriptor of this process open on path refuse writes (each
+ * replaced by a read-only one), to test write errors in devices that open
+ * their disks themselves. Returns how many it replaced. */
+static inline int blk_break_writes(const char *path)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int ro = open(path, O_RDONLY | O_CLOEXEC), n = 0;
+	struct dirent *e;
+
+	while (d && ro >= 0 && (e = readdir(d))) {
+		char link[64], target[PATH_MAX];
+		int fd = atoi(e->d_name);
+		ssize_t len;
+
+		if (e->d_name[0] == '.' || fd == ro || fd == dirfd(d))
+			continue;
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		len = readlink(link, target, sizeof(target) - 1);
+		if (len <= 0)
+			continue;
+		target[len] = 0;
+		if (!strcmp(target, path) && dup3(ro, fd, O_CLOEXEC) == fd)
+			n++;
+	}
+	if (d)
+		closedir(d);
+	if (ro >= 0)
+		close(ro);
+	return n;
 }
 
 #endif

@@ -254,40 +254,14 @@ static void test_poll(void **state)
 
 #define MiB (1ull << 20)
 
-/* Fills [off, off+len) of fd with byte v. */
 static void fill_fd(int fd, uint64_t off, uint64_t len, uint8_t v)
 {
-	static uint8_t b[MiB];
-
-	memset(b, v, sizeof(b));
-	while (len) {
-		size_t n = len < sizeof(b) ? len : sizeof(b);
-
-		assert_int_equal(pwrite(fd, b, n, off), (ssize_t)n);
-		off += n;
-		len -= n;
-	}
+	assert_true(blk_fill_fd(fd, off, len, v));
 }
 
-/* Whether [off, off+len) of fd holds only byte v. */
 static bool holds(int fd, uint64_t off, uint64_t len, uint8_t v)
 {
-	static uint8_t b[MiB];
-
-	while (len) {
-		size_t n = len < sizeof(b) ? len : sizeof(b);
-
-		assert_int_equal(pread(fd, b, n, off), (ssize_t)n);
-		for (size_t i = 0; i < n; i++)
-			if (b[i] != v) {
-				print_error("byte at %llu is %#x, not %#x\n",
-					    (unsigned long long)(off + i), b[i], v);
-				return false;
-			}
-		off += n;
-		len -= n;
-	}
-	return true;
+	return blk_holds_fd(fd, off, len, v);
 }
 
 /* Zeroing on a file system without fallocate: zeroes are written, over
