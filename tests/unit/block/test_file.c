@@ -273,7 +273,7 @@ static void zero_by_writes(enum cache_mode cache)
 	struct blk_backend be;
 	struct blk_queue *q = blkq_create(8);
 	struct done_rec wz = { 0 }, zu = { 0 }, dc = { 0 };
-	struct blk_hold h;
+	static struct blk_hold h;	/* outlives a failed assert */
 	int fd = open(path, O_RDWR);
 
 	fill_fd(fd, 0, 8 * MiB, 0xab);
@@ -328,7 +328,7 @@ static void test_zero_fill_held(void **state)
 	struct done_rec z = { 0 }, r = { 0 };
 	static uint8_t b[4096];
 	struct iovec iov = { b, sizeof(b) };
-	struct blk_hold h;
+	static struct blk_hold h;	/* outlives a failed assert */
 	int fd = open(path, O_RDWR);
 	bool read_first;
 
@@ -370,7 +370,7 @@ static void test_zero_fill_error(void **state)
 	struct blk_backend be;
 	struct blk_queue *q = blkq_create(8);
 	struct done_rec z = { 0 };
-	struct blk_hold h;
+	static struct blk_hold h;	/* outlives a failed assert */
 	int ro = open(path, O_RDONLY);
 
 	open_disk(&be, path, false, CACHE_WRITEBACK);
@@ -433,7 +433,7 @@ static void test_blockdev_discard_held(void **state)
 	struct done_rec d = { 0 }, r = { 0 }, e = { 0 };
 	static uint8_t b[4096];
 	struct iovec iov = { b, sizeof(b) };
-	struct blk_hold h;
+	static struct blk_hold h;	/* outlives a failed assert */
 	int lfd = loop_attach(path, dev, sizeof(dev)), rofd;
 	bool read_first;
 

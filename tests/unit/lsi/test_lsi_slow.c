@@ -258,7 +258,7 @@ static bool registers_answer(struct blk_hold *h, uint32_t v)
 
 static void test_write_same_1g_does_not_stall(void **state)
 {
-	struct blk_hold h;
+	static struct blk_hold h;	/* outlives a failed assert */
 	uint8_t cdb[16];
 	bool answered;
 
@@ -284,7 +284,7 @@ static void test_unmap_does_not_stall(void **state)
 	static const uint64_t lba = 4096, blocks = (256 * MiB) / 512;
 	uint8_t cdb[16] = { 0x42, 0, 0, 0, 0, 0, 0, 0, 24 };
 	uint8_t *p = ram + DBUF;
-	struct blk_hold h;
+	static struct blk_hold h;	/* outlives a failed assert */
 	bool answered;
 
 	fill(0, 260 * MiB, 0xab);
@@ -313,7 +313,7 @@ static void test_unmap_does_not_stall(void **state)
 static void test_write_same_error(void **state)
 {
 	static const uint8_t rs[16] = { 0x03, 0, 0, 0, 18 };
-	struct blk_hold h;
+	static struct blk_hold h;	/* outlives a failed assert */
 	uint8_t cdb[16];
 	int ro = open(path, O_RDONLY);
 

@@ -902,7 +902,7 @@ static void test_big_write_same_does_not_block(void **state)
 	const uint8_t rd10[10] = { 0x28, 0, 0, 0x02, 0x30, 0, 0, 0, 8, 0 };
 	struct cmd wc, rc;
 	struct resp r;
-	struct blk_hold h;
+	static struct blk_hold h;	/* outlives a failed assert */
 	uint32_t id[2] = { ~0u, ~0u }, len;
 	int got;
 

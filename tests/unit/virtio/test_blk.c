@@ -731,7 +731,7 @@ static void test_big_write_zeroes_does_not_block(void **state)
 	struct { uint64_t sector; uint32_t num, flags; } *s =
 		vdriver_ptr(&f->d, seg, 16);
 	struct breq wz, rd;
-	struct blk_hold h;
+	static struct blk_hold h;	/* outlives a failed assert */
 	uint32_t id[2] = { ~0u, ~0u }, len;
 	int got;
 
