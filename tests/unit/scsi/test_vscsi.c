@@ -855,8 +855,8 @@ static void test_ctrl_malformed(void **state)
 /* Disks without target= take the lowest free ids; clashes are refused. */
 #define MiB (1ull << 20)
 
-/* One disk (target 0 LUN 0) of 80 MiB with data at [0, 1 MiB),
- * [63 MiB, 65 MiB) and [70 MiB, 71 MiB). */
+/* One disk (target 0 LUN 0) of 24 MiB with data at [0, 1 MiB),
+ * [15 MiB, 17 MiB) and [20 MiB, 21 MiB). */
 static struct fixture *make_big(void)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
@@ -870,11 +870,11 @@ static struct fixture *make_big(void)
 	strcpy(f->path[0], "/tmp/iovm-vscsi-XXXXXX");
 	fd = mkstemp(f->path[0]);
 	assert_true(fd >= 0);
-	assert_int_equal(ftruncate(fd, 80 * MiB), 0);
+	assert_int_equal(ftruncate(fd, 24 * MiB), 0);
 	close(fd);
 	assert_true(blk_fill(f->path[0], 0, MiB, 0x5a));
-	assert_true(blk_fill(f->path[0], 63 * MiB, 2 * MiB, 0x5a));
-	assert_true(blk_fill(f->path[0], 70 * MiB, MiB, 0x5a));
+	assert_true(blk_fill(f->path[0], 15 * MiB, 2 * MiB, 0x5a));
+	assert_true(blk_fill(f->path[0], 20 * MiB, MiB, 0x5a));
 	cfg.path = f->path[0];
 	f->dev = virtio_scsi_create(&p, 1, NREQ, err, sizeof(err));
 	assert_non_null(f->dev);
@@ -887,7 +887,7 @@ static struct fixture *make_big(void)
 	return f;
 }
 
-/* A 64 MiB WRITE SAME of zeroes (NDOB) on a file system without fallocate
+/* A 16 MiB WRITE SAME of zeroes (NDOB) on a file system without fallocate
  * is held in flight at the backend: a READ queued behind it on the same
  * request queue completes meanwhile; released, the WRITE SAME completes
  * GOOD with zeroes on disk. Then the same where the writes fail: CHECK
@@ -898,8 +898,8 @@ static void test_big_write_same_does_not_block(void **state)
 	struct fixture *f = make_big();
 	uint64_t buf = vdriver_alloc(&f->d, 4096);
 	const uint8_t ws[16] = { 0x93, 0x01, 0, 0, 0, 0, 0, 0, 0, 0,
-				 0, 0x02, 0, 0 };	/* 128 Ki blocks */
-	const uint8_t rd10[10] = { 0x28, 0, 0, 0x02, 0x30, 0, 0, 0, 8, 0 };
+				 0, 0, 0x80, 0 };	/* 32 Ki blocks */
+	const uint8_t rd10[10] = { 0x28, 0, 0, 0, 0xa0, 0, 0, 0, 8, 0 };
 	struct cmd wc, rc;
 	struct resp r;
 	static struct blk_hold h;	/* outlives a failed assert */
@@ -910,7 +910,7 @@ static void test_big_write_same_does_not_block(void **state)
 	add_cmd(f, RQ0, &wc, 0, 0, 1, ws, 16, 0, 0, false);
 	vdriver_kick(&f->d, RQ0);
 	assert_true(blk_hold_arrived(&h, 1, WAIT_MS));
-	/* READ(10) of 8 blocks at 70 MiB */
+	/* READ(10) of 8 blocks at 20 MiB */
 	add_cmd(f, RQ0, &rc, 0, 0, 2, rd10, 10, buf, 4096, true);
 	vdriver_kick(&f->d, RQ0);
 	got = vdriver_wait_used(&f->d, RQ0, &id[0], &len, WAIT_MS);
@@ -927,8 +927,8 @@ static void test_big_write_same_does_not_block(void **state)
 	read_resp(f, &wc, &r);
 	assert_int_equal(r.response, VIRTIO_SCSI_S_OK);
 	assert_int_equal(r.status, SAM_STAT_GOOD);
-	assert_true(blk_holds(f->path[0], 0, 64 * MiB, 0));
-	assert_true(blk_holds(f->path[0], 64 * MiB, MiB, 0x5a));
+	assert_true(blk_holds(f->path[0], 0, 16 * MiB, 0));
+	assert_true(blk_holds(f->path[0], 16 * MiB, MiB, 0x5a));
 	/* writes of zeroes that fail */
 	assert_true(blk_break_writes(f->path[0]) > 0);
 	assert_int_equal(blk_hold_start(&h, false, true), 0);

@@ -692,8 +692,8 @@ static void test_event_idx_device(void **state)
 
 #define MiB (1ull << 20)
 
-/* A one-queue device on an 80 MiB disk with data at [0, 1 MiB),
- * [63 MiB, 65 MiB) and [70 MiB, 71 MiB). */
+/* A one-queue device on a 24 MiB disk with data at [0, 1 MiB),
+ * [15 MiB, 17 MiB) and [20 MiB, 21 MiB). */
 static struct fixture *make_big(void)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
@@ -705,11 +705,11 @@ static struct fixture *make_big(void)
 	strcpy(f->path, "/tmp/iovm-vblk-XXXXXX");
 	fd = mkstemp(f->path);
 	assert_true(fd >= 0);
-	assert_int_equal(ftruncate(fd, 80 * MiB), 0);
+	assert_int_equal(ftruncate(fd, 24 * MiB), 0);
 	close(fd);
 	assert_true(blk_fill(f->path, 0, MiB, 0x5a));
-	assert_true(blk_fill(f->path, 63 * MiB, 2 * MiB, 0x5a));
-	assert_true(blk_fill(f->path, 70 * MiB, MiB, 0x5a));
+	assert_true(blk_fill(f->path, 15 * MiB, 2 * MiB, 0x5a));
+	assert_true(blk_fill(f->path, 20 * MiB, MiB, 0x5a));
 	cfg.path = f->path;
 	f->dev = virtio_blk_create(&cfg, 1, err, sizeof(err));
 	assert_non_null(f->dev);
@@ -719,7 +719,7 @@ static struct fixture *make_big(void)
 	return f;
 }
 
-/* A 64 MiB WRITE ZEROES on a file system without fallocate (zeroes
+/* A 16 MiB WRITE ZEROES on a file system without fallocate (zeroes
  * written) is held in flight at the backend: a read queued behind it on
  * the same queue completes meanwhile; released, the zeroing completes OK
  * with zeroes on disk. Then the same where the writes fail: IOERR. Fails
@@ -736,11 +736,11 @@ static void test_big_write_zeroes_does_not_block(void **state)
 	int got;
 
 	assert_int_equal(blk_hold_start(&h, true, true), 0);
-	*s = (typeof(*s)){ 0, (64 * MiB) / 512, 0 };
+	*s = (typeof(*s)){ 0, (16 * MiB) / 512, 0 };
 	add_req(f, 0, &wz, VIRTIO_BLK_T_WRITE_ZEROES, 0, seg, 16, false, false);
 	vdriver_kick(&f->d, 0);
 	assert_true(blk_hold_arrived(&h, 1, WAIT_MS));
-	add_req(f, 0, &rd, VIRTIO_BLK_T_IN, (70 * MiB) / 512, buf, 4096, true,
+	add_req(f, 0, &rd, VIRTIO_BLK_T_IN, (20 * MiB) / 512, buf, 4096, true,
 		false);
 	vdriver_kick(&f->d, 0);
 	got = vdriver_wait_used(&f->d, 0, &id[0], &len, WAIT_MS);
@@ -754,8 +754,8 @@ static void test_big_write_zeroes_does_not_block(void **state)
 	assert_int_equal(*(uint8_t *)vdriver_ptr(&f->d, buf, 1), 0x5a);
 	assert_int_equal(id[1], wz.head);
 	assert_int_equal(status_of(f, &wz), VIRTIO_BLK_S_OK);
-	assert_true(blk_holds(f->path, 0, 64 * MiB, 0));
-	assert_true(blk_holds(f->path, 64 * MiB, MiB, 0x5a));
+	assert_true(blk_holds(f->path, 0, 16 * MiB, 0));
+	assert_true(blk_holds(f->path, 16 * MiB, MiB, 0x5a));
 	/* writes of zeroes that fail */
 	assert_true(blk_break_writes(f->path) > 0);
 	assert_int_equal(blk_hold_start(&h, false, true), 0);
