@@ -78,8 +78,29 @@ int blkq_rw(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	    blk_done_fn done, void *tag);
 int blkq_flush(struct blk_queue *q, struct blk_backend *be, blk_done_fn done,
 	       void *tag);
+/* DISCARD, WRITE_ZEROES, ZERO_UNMAP: nothing of them runs on the calling
+ * thread, however large the range. Zeroing tries the file system's
+ * fallocate modes (in io_uring's workers) and, where it has none, writes
+ * zeroes: a few chunk writes in flight per queue from one shared zero
+ * buffer, so memory does not grow with the range. A block device's
+ * DISCARD (an ioctl, not asynchronous in io_uring on Linux 6.1) runs on a
+ * helper thread of the queue; its completion is reaped like any other. */
 int blkq_discard(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 		 uint64_t offset, uint64_t len, blk_done_fn done, void *tag);
+
+/* Tests only: holds the slow operations above in flight by construction.
+ * While hooks are set, every zeroing that comes to writing zeroes, and
+ * every block-device discard, first waits until gate_fd is readable
+ * (-1: no gate) and writes 1 to arrive_fd (-1: none) when it starts to
+ * wait; with no_fallocate, zeroing skips fallocate and files' discards
+ * fail with -EOPNOTSUPP, as on a file system without them. h must stay
+ * valid while set; NULL clears. */
+struct blk_test_hooks {
+	int gate_fd;
+	int arrive_fd;
+	bool no_fallocate;
+};
+void blk_set_test_hooks(const struct blk_test_hooks *h);
 
 /* One-shot watch: done(tag, poll mask or -errno) is called from blkq_reap
  * when fd becomes readable. Lets a queue thread wait on its kick eventfd and

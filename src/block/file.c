@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <liburing.h>
 #include <linux/falloc.h>
 #include <linux/fs.h>
@@ -22,6 +24,44 @@
 #include "lib/clock.h"
 
 #define BLKQ_POLLS 8
+/* Zeroing by writes (the file system can neither zero nor punch a range):
+ * at most this many chunk writes in flight per queue, all from one shared
+ * buffer of zeroes, whatever the requests' sizes. */
+#define BLKQ_ZCHUNKS 4
+#define ZERO_CHUNK (1u << 20)
+
+/* Never written: its pages stay the kernel's shared zero page, so the
+ * buffer costs no memory. */
+static uint8_t zero_buf[ZERO_CHUNK] __attribute__((aligned(4096)));
+
+static const struct blk_test_hooks *test_hooks;
+
+void blk_set_test_hooks(const struct blk_test_hooks *h)
+{
+	__atomic_store_n(&test_hooks, h, __ATOMIC_RELEASE);
+}
+
+static const struct blk_test_hooks *hooks(void)
+{
+	return __atomic_load_n(&test_hooks, __ATOMIC_ACQUIRE);
+}
+
+static bool test_no_fallocate(void)
+{
+	const struct blk_test_hooks *h = hooks();
+
+	return h && h->no_fallocate;
+}
+
+/* Tells the test that one more slow operation waits at its gate. */
+static void test_arrived(void)
+{
+	const struct blk_test_hooks *h = hooks();
+	uint64_t one = 1;
+
+	if (h && h->arrive_fd >= 0 && write(h->arrive_fd, &one, sizeof(one)) < 0)
+		return;	/* the test sees no arrival and fails */
+}
 
 static int open_err(char *err, size_t errlen, int ret, const char *fmt,
 		    const char *path, const char *what)
@@ -169,10 +209,13 @@ void blk_close(struct blk_backend *be)
 	be->fd = be->fd_buffered = -1;
 }
 
-enum { SLOT_POLL = 100 };
+enum { SLOT_POLL = 100, SLOT_ZCHUNK, SLOT_HELPER };
+
+/* Where a zeroing request (WRITE_ZEROES, ZERO_UNMAP) is. */
+enum { Z_FALLOC, Z_GATE, Z_FILL };
 
 struct blk_slot {
-	int op;			/* enum blk_op or SLOT_POLL */
+	int op;			/* enum blk_op or SLOT_* */
 	struct blk_backend *be;
 	const struct iovec *iov;
 	unsigned int iovcnt;
@@ -183,6 +226,33 @@ struct blk_slot {
 	void *tag;
 	int res;
 	struct blk_slot *next;
+	/* Zeroing: the fallocate mode tried (index into zero_method) or the
+	 * writes of zeroes; res holds their first error. */
+	uint8_t zstage;
+	uint8_t zmethod;
+	bool zwaiting;		/* on the queue's list for chunk writes */
+	unsigned int zinflight;	/* its chunk writes in flight */
+	uint64_t zpos;		/* next byte to write */
+	struct blk_slot *parent;	/* SLOT_ZCHUNK: the request it zeroes */
+};
+
+/* Block-device discards: no asynchronous BLKDISCARD in io_uring on the
+ * kernels we support (Debian 12's 6.1), so they run on a helper thread of
+ * the queue, started on the first one; its results come back through an
+ * eventfd that the queue's ring watches, so the owner's loop wakes for
+ * them like for any completion. */
+struct blk_helper {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	pthread_t thread;
+	bool started;
+	bool stop;			/* under lock */
+	int efd;
+	struct blk_slot *todo, **todo_tail;	/* under lock */
+	struct blk_slot *done;		/* under lock */
+	unsigned int pending;		/* handed over and not yet finished */
+	bool armed;			/* the watch on efd is in the ring */
+	struct blk_slot watch;
 };
 
 struct blk_queue {
@@ -199,6 +269,10 @@ struct blk_queue {
 	struct blk_slot **deferred_tail;
 	unsigned int unsubmitted;
 	bool taskrun_flag;	/* the kernel tells when completions wait on us */
+	struct blk_slot zchunks[BLKQ_ZCHUNKS];
+	struct blk_slot *zfree;
+	struct blk_slot *zwait, **zwait_tail;	/* requests wanting chunks */
+	struct blk_helper helper;
 };
 
 struct blk_queue *blkq_create(unsigned int depth)
@@ -207,7 +281,7 @@ struct blk_queue *blkq_create(unsigned int depth)
 	unsigned int entries;
 	int ret;
 
-	if (!depth || depth > 32768 - BLKQ_POLLS)
+	if (!depth || depth > 32768 - BLKQ_POLLS - BLKQ_ZCHUNKS - 1)
 		return NULL;
 	q = calloc(1, sizeof(*q));
 	if (!q)
@@ -215,7 +289,9 @@ struct blk_queue *blkq_create(unsigned int depth)
 	q->slots = calloc(depth, sizeof(*q->slots));
 	if (!q->slots)
 		goto fail;
-	entries = depth + BLKQ_POLLS;
+	/* Every request, watch, chunk write and the helper's watch can be
+	 * in flight at once. */
+	entries = depth + BLKQ_POLLS + BLKQ_ZCHUNKS + 1;
 	/* TASKRUN_FLAG lets blkq_spin see, without a system call, when
 	 * completions are waiting for this thread to enter the kernel. */
 	ret = io_uring_queue_init(entries, &q->ring, IORING_SETUP_COOP_TASKRUN |
@@ -238,11 +314,37 @@ struct blk_queue *blkq_create(unsigned int depth)
 		q->free_polls = &q->polls[i];
 	}
 	q->deferred_tail = &q->deferred;
+	for (unsigned int i = 0; i < BLKQ_ZCHUNKS; i++) {
+		q->zchunks[i].op = SLOT_ZCHUNK;
+		q->zchunks[i].next = q->zfree;
+		q->zfree = &q->zchunks[i];
+	}
+	q->zwait_tail = &q->zwait;
+	pthread_mutex_init(&q->helper.lock, NULL);
+	pthread_cond_init(&q->helper.cond, NULL);
+	q->helper.efd = -1;
+	q->helper.todo_tail = &q->helper.todo;
+	q->helper.watch.op = SLOT_HELPER;
 	return q;
 fail:
 	free(q->slots);
 	free(q);
 	return NULL;
+}
+
+static void helper_stop(struct blk_helper *h)
+{
+	if (h->started) {
+		pthread_mutex_lock(&h->lock);
+		h->stop = true;
+		pthread_cond_signal(&h->cond);
+		pthread_mutex_unlock(&h->lock);
+		pthread_join(h->thread, NULL);
+	}
+	if (h->efd >= 0)
+		close(h->efd);
+	pthread_cond_destroy(&h->cond);
+	pthread_mutex_destroy(&h->lock);
 }
 
 void blkq_destroy(struct blk_queue *q)
@@ -255,6 +357,7 @@ void blkq_destroy(struct blk_queue *q)
 	while (q->used)	/* polls are cancelled with the ring */
 		if (blkq_reap(q, true) < 0)
 			break;
+	helper_stop(&q->helper);
 	io_uring_queue_exit(&q->ring);
 	if (q->efd >= 0)
 		close(q->efd);
@@ -326,6 +429,8 @@ static void defer(struct blk_queue *q, struct blk_slot *s, int res)
 	if (q->efd >= 0 && write(q->efd, &one, sizeof(one)) < 0)
 		return;	/* counter saturated: the loop is awake anyway */
 }
+
+static void finish(struct blk_queue *q, struct blk_slot *s, int res);
 
 static bool range_ok(const struct blk_backend *be, uint64_t offset,
 		     uint64_t len)
@@ -431,28 +536,6 @@ int blkq_flush(struct blk_queue *q, struct blk_backend *be, blk_done_fn done,
 	return 0;
 }
 
-/* Zeroes a range with plain writes: the last resort when the file system
- * can neither zero nor punch a range. Synchronous, bounded by the caller's
- * range limit. */
-static int write_zeroes_sync(struct blk_backend *be, uint64_t off, uint64_t len)
-{
-	static const uint8_t zero[65536] __attribute__((aligned(4096)));
-	int fd = be->fd_buffered >= 0 ? be->fd_buffered : be->fd;
-
-	while (len) {
-		size_t n = len < sizeof(zero) ? len : sizeof(zero);
-		ssize_t r = pwrite(fd, zero, n, off);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return r < 0 ? -errno : -EIO;
-		off += r;
-		len -= r;
-	}
-	return 0;
-}
-
 static int blockdev_range_ioctl(struct blk_backend *be, unsigned long req,
 				uint64_t off, uint64_t len)
 {
@@ -461,12 +544,357 @@ static int blockdev_range_ioctl(struct blk_backend *be, unsigned long req,
 	return ioctl(be->fd, req, range) ? -errno : 0;
 }
 
+/* ---- zeroing by writes ---- */
+
+static void zwait_add(struct blk_queue *q, struct blk_slot *s)
+{
+	s->next = NULL;
+	*q->zwait_tail = s;
+	q->zwait_tail = &s->next;
+	s->zwaiting = true;
+}
+
+static void zwait_remove(struct blk_queue *q, struct blk_slot *s)
+{
+	struct blk_slot **pp = &q->zwait, *prev = NULL;
+
+	while (*pp && *pp != s) {
+		prev = *pp;
+		pp = &prev->next;
+	}
+	if (!*pp)
+		return;
+	*pp = s->next;
+	if (q->zwait_tail == &s->next)
+		q->zwait_tail = prev ? &prev->next : &q->zwait;
+	s->zwaiting = false;
+}
+
+static int prep_zchunk(struct blk_queue *q, struct blk_slot *c)
+{
+	struct io_uring_sqe *sqe = get_sqe(q);
+	int fd = c->buffered ? c->be->fd_buffered : c->be->fd;
+
+	if (!sqe)
+		return -EBUSY;
+	io_uring_prep_write(sqe, fd, zero_buf, c->len, c->offset);
+	/* A buffered write would copy the chunk into the page cache inside
+	 * the submitting call (under an HBA's lock, for the LSI): leave it
+	 * to io_uring's workers. */
+	if (c->buffered || !c->be->direct)
+		io_uring_sqe_set_flags(sqe, IOSQE_ASYNC);
+	io_uring_sqe_set_data(sqe, c);
+	return 0;
+}
+
+/* A request that will get no more chunks: it finishes once the ones in
+ * flight have, or now (through the deferred list) if none are. */
+static void fill_fail(struct blk_queue *q, struct blk_slot *s, int err)
+{
+	if (!s->res)
+		s->res = err;
+	if (s->zwaiting)
+		zwait_remove(q, s);
+	if (!s->zinflight)
+		defer(q, s, s->res);
+}
+
+/* Hands the free chunk writes to the waiting requests in turn, so that
+ * several big requests progress side by side. */
+static void fill_pump(struct blk_queue *q)
+{
+	while (q->zfree && q->zwait) {
+		struct blk_slot *p = q->zwait, *c = q->zfree;
+		uint64_t end = p->offset + p->len;
+		/* chunks on ZERO_CHUNK boundaries: only the first and last
+		 * may miss O_DIRECT's alignment */
+		uint64_t n = ZERO_CHUNK - p->zpos % ZERO_CHUNK;
+
+		if (n > end - p->zpos)
+			n = end - p->zpos;
+		c->parent = p;
+		c->be = p->be;
+		c->offset = p->zpos;
+		c->len = n;
+		c->buffered = p->be->direct &&
+			      (((c->offset | c->len) & (p->be->dio_align - 1)) ||
+			       p->be->dio_align > 4096);
+		if (prep_zchunk(q, c)) {
+			/* The ring is full and cannot be flushed. */
+			fill_fail(q, p, -EBUSY);
+			continue;
+		}
+		q->zfree = c->next;
+		p->zpos += n;
+		p->zinflight++;
+		zwait_remove(q, p);
+		if (p->zpos < end)
+			zwait_add(q, p);
+	}
+}
+
+static void fill_start(struct blk_queue *q, struct blk_slot *s)
+{
+	s->zstage = Z_FILL;
+	s->zpos = s->offset;
+	s->zinflight = 0;
+	s->res = 0;
+	s->zwaiting = false;
+	zwait_add(q, s);
+	fill_pump(q);
+}
+
+static void chunk_done(struct blk_queue *q, struct blk_slot *c, int res)
+{
+	struct blk_slot *p = c->parent;
+
+	if (res == -EAGAIN || res == -EINTR ||
+	    (res == -EINVAL && !c->buffered && c->be->direct)) {
+		if (res == -EINVAL)
+			c->buffered = true;
+		if (!prep_zchunk(q, c))
+			return;
+		res = -EBUSY;
+	} else if (res > 0 && (uint64_t)res < c->len) {
+		c->offset += res;
+		c->len -= res;
+		if (!prep_zchunk(q, c))
+			return;
+		res = -EBUSY;
+	} else if (res == 0) {
+		res = -EIO;
+	}
+	c->next = q->zfree;
+	q->zfree = c;
+	p->zinflight--;
+	if (res < 0 && !p->res) {
+		p->res = res;
+		if (p->zwaiting)
+			zwait_remove(q, p);
+	}
+	/* Finished before the pump runs, which could otherwise fail p a
+	 * second time (fill_fail). */
+	if (!p->zinflight && !p->zwaiting)
+		finish(q, p, p->res);
+	fill_pump(q);
+}
+
+/* The fallocate modes a zeroing request tries in turn before it writes
+ * zeroes (0 ends the list). A block device zeroes in the kernel
+ * (blkdev_fallocate, which writes zeroes itself where the device cannot),
+ * so punching is no use there. */
+static int zero_method(const struct blk_slot *s)
+{
+	static const int zr = FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE;
+	static const int ph = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
+	const int wz_file[] = { zr, ph, 0 }, wz_dev[] = { zr, 0, 0 };
+	const int zu[] = { ph, zr, 0 };
+	const int *m = s->op == BLK_OP_ZERO_UNMAP ? zu :
+		       s->be->is_blockdev ? wz_dev : wz_file;
+
+	if (test_no_fallocate() || s->zmethod > 2)
+		return 0;
+	return m[s->zmethod];
+}
+
+/* Starts the next way of zeroing s: a fallocate mode, or the writes (the
+ * test gate first, see blk_set_test_hooks). Returns 0 or -errno when
+ * nothing could be queued. */
+static int zero_next(struct blk_queue *q, struct blk_slot *s)
+{
+	const struct blk_test_hooks *h = hooks();
+	int mode = zero_method(s);
+	struct io_uring_sqe *sqe;
+
+	if (!mode && !(h && h->gate_fd >= 0)) {
+		fill_start(q, s);
+		return 0;
+	}
+	sqe = get_sqe(q);
+	if (!sqe)
+		return -EBUSY;
+	if (mode) {
+		s->zstage = Z_FALLOC;
+		io_uring_prep_fallocate(sqe, s->be->fd, mode, s->offset, s->len);
+	} else {
+		s->zstage = Z_GATE;
+		io_uring_prep_poll_add(sqe, h->gate_fd, POLLIN);
+		test_arrived();
+	}
+	io_uring_sqe_set_data(sqe, s);
+	return 0;
+}
+
+/* A completion of a zeroing request's fallocate or gate. */
+static int zero_done(struct blk_queue *q, struct blk_slot *s, int res)
+{
+	int ret;
+
+	if (s->zstage == Z_GATE) {
+		if (res < 0)
+			return res;
+		fill_start(q, s);
+		return INT_MIN;
+	}
+	/* Zeroing in the file system always wins; without it, the next
+	 * way. */
+	if (res != -EOPNOTSUPP && res != -EINVAL)
+		return res;
+	s->zmethod++;
+	ret = zero_next(q, s);
+	return ret ? ret : INT_MIN;
+}
+
+/* ---- block-device discard on the helper thread ---- */
+
+static void test_gate_wait(void)
+{
+	const struct blk_test_hooks *h = hooks();
+	struct pollfd p;
+
+	if (!h || h->gate_fd < 0)
+		return;
+	p.fd = h->gate_fd;
+	p.events = POLLIN;
+	test_arrived();
+	while (poll(&p, 1, -1) < 0 && errno == EINTR)
+		;
+}
+
+static void *helper_main(void *arg)
+{
+	struct blk_helper *h = arg;
+	uint64_t one = 1;
+
+	pthread_setname_np(pthread_self(), "iovm-discard");
+	pthread_mutex_lock(&h->lock);
+	for (;;) {
+		struct blk_slot *s = h->todo;
+		int res;
+
+		if (!s) {
+			if (h->stop)
+				break;
+			pthread_cond_wait(&h->cond, &h->lock);
+			continue;
+		}
+		h->todo = s->next;
+		if (!h->todo)
+			h->todo_tail = &h->todo;
+		pthread_mutex_unlock(&h->lock);
+		test_gate_wait();
+		do
+			res = blockdev_range_ioctl(s->be, BLKDISCARD, s->offset,
+						   s->len);
+		while (res == -EINTR);
+		pthread_mutex_lock(&h->lock);
+		s->res = res;
+		s->next = h->done;
+		h->done = s;
+		if (write(h->efd, &one, sizeof(one)) < 0) {
+			/* counter saturated: the queue wakes anyway */
+		}
+	}
+	pthread_mutex_unlock(&h->lock);
+	return NULL;
+}
+
+static int helper_start(struct blk_helper *h)
+{
+	sigset_t all, old;
+	int ret;
+
+	if (h->efd < 0) {
+		h->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (h->efd < 0)
+			return -errno;
+	}
+	/* Signals are for the threads that wait for them, not this one. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	ret = pthread_create(&h->thread, NULL, helper_main, h);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ret)
+		return -ret;
+	h->started = true;
+	return 0;
+}
+
+static int helper_arm(struct blk_queue *q)
+{
+	struct blk_helper *h = &q->helper;
+	struct io_uring_sqe *sqe;
+
+	if (h->armed || !h->pending)
+		return 0;
+	sqe = get_sqe(q);
+	if (!sqe)
+		return -EBUSY;
+	io_uring_prep_poll_add(sqe, h->efd, POLLIN);
+	io_uring_sqe_set_data(sqe, &h->watch);
+	h->armed = true;
+	return 0;
+}
+
+static int helper_queue(struct blk_queue *q, struct blk_slot *s)
+{
+	struct blk_helper *h = &q->helper;
+	int ret;
+
+	if (!h->started) {
+		ret = helper_start(h);
+		if (ret)
+			return ret;
+	}
+	h->pending++;
+	ret = helper_arm(q);
+	if (ret) {
+		h->pending--;
+		return ret;
+	}
+	pthread_mutex_lock(&h->lock);
+	s->next = NULL;
+	*h->todo_tail = s;
+	h->todo_tail = &s->next;
+	pthread_cond_signal(&h->cond);
+	pthread_mutex_unlock(&h->lock);
+	return 0;
+}
+
+/* The helper's eventfd fired: finish what it did. */
+static void helper_reap(struct blk_queue *q)
+{
+	struct blk_helper *h = &q->helper;
+	struct blk_slot *s;
+	uint64_t v;
+
+	h->armed = false;
+	/* Drained before the list is taken: a result pushed after this
+	 * read fires the next watch. */
+	if (read(h->efd, &v, sizeof(v)) < 0) {
+		/* EAGAIN: a result already taken with an earlier one */
+	}
+	pthread_mutex_lock(&h->lock);
+	s = h->done;
+	h->done = NULL;
+	pthread_mutex_unlock(&h->lock);
+	while (s) {
+		struct blk_slot *next = s->next;
+
+		h->pending--;
+		finish(q, s, s->res);
+		s = next;
+	}
+	/* If the ring is full now, blkq_submit and blkq_wait retry. */
+	helper_arm(q);
+}
+
 int blkq_discard(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 		 uint64_t offset, uint64_t len, blk_done_fn done, void *tag)
 {
 	struct blk_slot *s;
 	struct io_uring_sqe *sqe;
-	int mode;
+	int ret;
 
 	if (op != BLK_OP_DISCARD && op != BLK_OP_WRITE_ZEROES &&
 	    op != BLK_OP_ZERO_UNMAP)
@@ -487,26 +915,41 @@ int blkq_discard(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	s->len = len;
 	s->done = done;
 	s->tag = tag;
-	if (be->is_blockdev && op == BLK_OP_DISCARD) {
-		/* No asynchronous discard for block devices in io_uring
-		 * here: it runs now and completes on the next reap. */
-		defer(q, s, be->discard_ok ?
-			    blockdev_range_ioctl(be, BLKDISCARD, offset, len) :
-			    -EOPNOTSUPP);
+	if (op == BLK_OP_DISCARD) {
+		if (!be->discard_ok ||
+		    (!be->is_blockdev && test_no_fallocate())) {
+			defer(q, s, -EOPNOTSUPP);
+			return 0;
+		}
+		if (be->is_blockdev) {
+			ret = helper_queue(q, s);
+			if (ret)
+				slot_put(q, s);
+			return ret;
+		}
+		sqe = get_sqe(q);
+		if (!sqe) {
+			slot_put(q, s);
+			return -EBUSY;
+		}
+		/* Runs in io_uring's workers, off this thread. */
+		io_uring_prep_fallocate(sqe, be->fd, FALLOC_FL_PUNCH_HOLE |
+					FALLOC_FL_KEEP_SIZE, offset, len);
+		io_uring_sqe_set_data(sqe, s);
 		return 0;
 	}
-	sqe = get_sqe(q);
-	if (!sqe) {
-		slot_put(q, s);
-		return -EBUSY;
+	if (!len) {
+		defer(q, s, 0);
+		return 0;
 	}
-	/* Zeroing runs in io_uring's workers: a block device zeroes the
-	 * range (blkdev_fallocate) without stalling this queue's thread. */
-	mode = op != BLK_OP_WRITE_ZEROES ? FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE :
-				      FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE;
-	io_uring_prep_fallocate(sqe, be->fd, mode, offset, len);
-	io_uring_sqe_set_data(sqe, s);
-	return 0;
+	/* fallocate runs in io_uring's workers (a block device zeroes the
+	 * range in blkdev_fallocate), the writes of zeroes are asynchronous
+	 * too: nothing of it stalls this queue's thread. */
+	s->zmethod = 0;
+	ret = zero_next(q, s);
+	if (ret)
+		slot_put(q, s);
+	return ret;
 }
 
 int blkq_poll(struct blk_queue *q, int fd, blk_done_fn done, void *tag)
@@ -533,6 +976,7 @@ int blkq_submit(struct blk_queue *q)
 {
 	int ret;
 
+	helper_arm(q);	/* if the ring was full when it was due */
 	if (!q->unsubmitted)
 		return 0;
 	ret = io_uring_submit(&q->ring);
@@ -611,27 +1055,8 @@ static int complete_res(struct blk_queue *q, struct blk_slot *s, int res)
 		}
 		return res >= 0 ? (int)s->len : res;
 	case BLK_OP_WRITE_ZEROES:
-		if (res == -EOPNOTSUPP || res == -EINVAL) {
-			if (s->be->is_blockdev)
-				return blockdev_range_ioctl(s->be, BLKZEROOUT,
-							    s->offset, s->len);
-			/* Punched holes read back as zeroes too. */
-			if (fallocate(s->be->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-				      s->offset, s->len) == 0)
-				return 0;
-			return write_zeroes_sync(s->be, s->offset, s->len);
-		}
-		return res;
 	case BLK_OP_ZERO_UNMAP:
-		/* No hole punching in this file system: the range must
-		 * still read back as zeroes. */
-		if (res == -EOPNOTSUPP || res == -EINVAL) {
-			if (fallocate(s->be->fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
-				      s->offset, s->len) == 0)
-				return 0;
-			return write_zeroes_sync(s->be, s->offset, s->len);
-		}
-		return res;
+		return zero_done(q, s, res);
 	default:
 		return res;
 	}
@@ -685,6 +1110,14 @@ static int reap_ready(struct blk_queue *q)
 			done(tag, res);
 			continue;
 		}
+		if (s->op == SLOT_ZCHUNK) {
+			chunk_done(q, s, res);
+			continue;
+		}
+		if (s->op == SLOT_HELPER) {
+			helper_reap(q);
+			continue;
+		}
 		if (complete(q, s, res, &res))
 			continue;
 		finish(q, s, res);
@@ -723,6 +1156,7 @@ int blkq_wait(struct blk_queue *q)
 {
 	if (q->deferred)
 		return 0;
+	helper_arm(q);
 	while (!io_uring_cq_ready(&q->ring) && (q->used || q->polls_used)) {
 		int ret = io_uring_submit_and_wait(&q->ring, 1);
 

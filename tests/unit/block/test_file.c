@@ -10,12 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <linux/loop.h>
 
 #include <cmocka.h>
 
 #include "block/backend.h"
+#include "blk_hold.h"
 
 #define DISK_SIZE (1u << 20)
 
@@ -248,6 +251,253 @@ static void test_poll(void **state)
 	close(fd);
 }
 
+
+#define MiB (1ull << 20)
+
+static void fill_fd(int fd, uint64_t off, uint64_t len, uint8_t v)
+{
+	assert_true(blk_fill_fd(fd, off, len, v));
+}
+
+static bool holds(int fd, uint64_t off, uint64_t len, uint8_t v)
+{
+	return blk_holds_fd(fd, off, len, v);
+}
+
+/* Zeroing on a file system without fallocate: zeroes are written, over
+ * ranges that span several chunks and start and end off their boundaries;
+ * the neighbours keep their data; a file's discard reports -EOPNOTSUPP. */
+static void zero_by_writes(enum cache_mode cache)
+{
+	char *path = make_file(8 * MiB);
+	struct blk_backend be;
+	struct blk_queue *q = blkq_create(8);
+	struct done_rec wz = { 0 }, zu = { 0 }, dc = { 0 };
+	static struct blk_hold h;	/* outlives a failed assert */
+	int fd = open(path, O_RDWR);
+
+	fill_fd(fd, 0, 8 * MiB, 0xab);
+	open_disk(&be, path, false, cache);
+	assert_int_equal(blk_hold_start(&h, false, true), 0);
+	assert_int_equal(blkq_discard(q, &be, BLK_OP_WRITE_ZEROES, 1536,
+				      5 * MiB + 2560, on_done, &wz), 0);
+	assert_int_equal(blkq_discard(q, &be, BLK_OP_ZERO_UNMAP, 7 * MiB + 512,
+				      4096, on_done, &zu), 0);
+	assert_int_equal(blkq_discard(q, &be, BLK_OP_DISCARD, 0, 4096, on_done,
+				      &dc), 0);
+	assert_int_equal(blkq_submit(q), 0);
+	wait_all(q);
+	assert_true(blk_hold_end(&h));
+	assert_int_equal(wz.calls, 1);
+	assert_int_equal(wz.res, 0);
+	assert_int_equal(zu.calls, 1);
+	assert_int_equal(zu.res, 0);
+	assert_int_equal(dc.calls, 1);
+	assert_int_equal(dc.res, -EOPNOTSUPP);
+	assert_true(holds(fd, 0, 1536, 0xab));
+	assert_true(holds(fd, 1536, 5 * MiB + 2560, 0));
+	assert_true(holds(fd, 1536 + 5 * MiB + 2560, 7 * MiB + 512 - (1536 + 5 * MiB + 2560), 0xab));
+	assert_true(holds(fd, 7 * MiB + 512, 4096, 0));
+	assert_true(holds(fd, 7 * MiB + 4608, MiB - 4608, 0xab));
+	close(fd);
+	blkq_destroy(q);
+	blk_close(&be);
+	unlink(path);
+	free(path);
+}
+
+static void test_zero_by_writes(void **state)
+{
+	zero_by_writes(CACHE_WRITEBACK);
+}
+
+static void test_zero_by_writes_direct(void **state)
+{
+	zero_by_writes(CACHE_NONE);
+}
+
+/* A 64 MiB zeroing by writes is held at the gate: a read queued after it
+ * on the same queue completes meanwhile, and the zeroing only once the
+ * gate opens, with the whole range zero. Fails if the zeroing runs on the
+ * queue's thread (the read would wait behind it). */
+static void test_zero_fill_held(void **state)
+{
+	char *path = make_file(80 * MiB);
+	struct blk_backend be;
+	struct blk_queue *q = blkq_create(8);
+	struct done_rec z = { 0 }, r = { 0 };
+	static uint8_t b[4096];
+	struct iovec iov = { b, sizeof(b) };
+	static struct blk_hold h;	/* outlives a failed assert */
+	int fd = open(path, O_RDWR);
+	bool read_first;
+
+	fill_fd(fd, 0, MiB, 0xab);
+	fill_fd(fd, 63 * MiB, 2 * MiB, 0xab);
+	fill_fd(fd, 70 * MiB, 4096, 0x5a);
+	open_disk(&be, path, false, CACHE_WRITEBACK);
+	assert_int_equal(blk_hold_start(&h, true, true), 0);
+	assert_int_equal(blkq_discard(q, &be, BLK_OP_WRITE_ZEROES, 0, 64 * MiB,
+				      on_done, &z), 0);
+	assert_int_equal(blkq_rw(q, &be, BLK_OP_READ, &iov, 1, 70 * MiB,
+				 on_done, &r), 0);
+	assert_int_equal(blkq_submit(q), 0);
+	while (!r.calls)
+		assert_true(blkq_reap(q, true) >= 0);
+	read_first = !z.calls;
+	assert_true(blk_hold_arrived(&h, 1, 10000));
+	blk_hold_release(&h);
+	wait_all(q);
+	assert_true(blk_hold_end(&h));
+	assert_true(read_first);
+	assert_int_equal(r.res, 4096);
+	assert_int_equal(b[0], 0x5a);
+	assert_int_equal(z.calls, 1);
+	assert_int_equal(z.res, 0);
+	assert_true(holds(fd, 0, 64 * MiB, 0));
+	assert_true(holds(fd, 64 * MiB, MiB, 0xab));
+	close(fd);
+	blkq_destroy(q);
+	blk_close(&be);
+	unlink(path);
+	free(path);
+}
+
+/* A write of zeroes that fails reports the error. */
+static void test_zero_fill_error(void **state)
+{
+	char *path = make_file(8 * MiB);
+	struct blk_backend be;
+	struct blk_queue *q = blkq_create(8);
+	struct done_rec z = { 0 };
+	static struct blk_hold h;	/* outlives a failed assert */
+	int ro = open(path, O_RDONLY);
+
+	open_disk(&be, path, false, CACHE_WRITEBACK);
+	/* the backend's descriptor now refuses writes */
+	assert_true(dup2(ro, be.fd) == be.fd);
+	assert_int_equal(blk_hold_start(&h, false, true), 0);
+	assert_int_equal(blkq_discard(q, &be, BLK_OP_WRITE_ZEROES, 0, 6 * MiB,
+				      on_done, &z), 0);
+	wait_all(q);
+	assert_true(blk_hold_end(&h));
+	assert_int_equal(z.calls, 1);
+	assert_int_equal(z.res, -EBADF);
+	close(ro);
+	blkq_destroy(q);
+	blk_close(&be);
+	unlink(path);
+	free(path);
+}
+
+/* Attaches file to a free loop device (detached when its last descriptor
+ * closes). Returns the device's descriptor and its path in dev, or -1. */
+static int loop_attach(const char *file, char *dev, size_t len)
+{
+	int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+	int ffd = open(file, O_RDWR | O_CLOEXEC);
+	int lfd = -1;
+
+	for (int tries = 0; ctl >= 0 && ffd >= 0 && tries < 16; tries++) {
+		struct loop_config cfg = { .fd = ffd };
+		int n = ioctl(ctl, LOOP_CTL_GET_FREE);
+
+		if (n < 0)
+			break;
+		snprintf(dev, len, "/dev/loop%d", n);
+		lfd = open(dev, O_RDWR | O_CLOEXEC);
+		if (lfd < 0)
+			break;
+		cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+		if (!ioctl(lfd, LOOP_CONFIGURE, &cfg))
+			break;
+		close(lfd);	/* taken meanwhile by someone else */
+		lfd = -1;
+	}
+	if (ctl >= 0)
+		close(ctl);
+	if (ffd >= 0)
+		close(ffd);
+	return lfd;
+}
+
+/* A block device's discard runs on the queue's helper thread: held at the
+ * gate, a read on the same queue completes meanwhile; released, the range
+ * reads back zero; a failing discard reports its error. Needs root and
+ * loop devices. */
+static void test_blockdev_discard_held(void **state)
+{
+	char *path = make_file(32 * MiB), dev[32];
+	struct blk_backend be, bad;
+	struct blk_queue *q = blkq_create(8);
+	struct done_rec d = { 0 }, r = { 0 }, e = { 0 };
+	static uint8_t b[4096];
+	struct iovec iov = { b, sizeof(b) };
+	static struct blk_hold h;	/* outlives a failed assert */
+	int lfd = loop_attach(path, dev, sizeof(dev)), rofd;
+	bool read_first;
+
+	if (lfd < 0) {
+		unlink(path);
+		free(path);
+		blkq_destroy(q);
+		skip();
+	}
+	fill_fd(lfd, 0, 32 * MiB, 0xab);
+	assert_int_equal(fsync(lfd), 0);
+	open_disk(&be, dev, false, CACHE_WRITEBACK);
+	assert_true(be.is_blockdev);
+	assert_true(be.discard_ok);
+	assert_int_equal(blk_hold_start(&h, true, false), 0);
+	assert_int_equal(blkq_discard(q, &be, BLK_OP_DISCARD, 4 * MiB,
+				      16 * MiB, on_done, &d), 0);
+	assert_int_equal(blkq_rw(q, &be, BLK_OP_READ, &iov, 1, 24 * MiB,
+				 on_done, &r), 0);
+	assert_int_equal(blkq_submit(q), 0);
+	while (!r.calls)
+		assert_true(blkq_reap(q, true) >= 0);
+	read_first = !d.calls;
+	assert_true(blk_hold_arrived(&h, 1, 10000));
+	blk_hold_release(&h);
+	wait_all(q);
+	/* a discard the device refuses (descriptor not open for writing) */
+	bad = be;
+	rofd = open(dev, O_RDONLY | O_CLOEXEC);
+	assert_true(rofd >= 0);
+	bad.fd = rofd;
+	assert_int_equal(blkq_discard(q, &bad, BLK_OP_DISCARD, 0, MiB, on_done,
+				      &e), 0);
+	wait_all(q);
+	assert_true(blk_hold_end(&h));
+	assert_true(read_first);
+	assert_int_equal(r.res, 4096);
+	assert_int_equal(b[0], 0xab);
+	assert_int_equal(d.calls, 1);
+	assert_int_equal(d.res, 0);
+	assert_int_equal(e.calls, 1);
+	assert_int_equal(e.res, -EBADF);
+	assert_true(holds(be.fd, 0, 4 * MiB, 0xab));
+	assert_true(holds(be.fd, 4 * MiB, 16 * MiB, 0));
+	assert_true(holds(be.fd, 20 * MiB, 12 * MiB, 0xab));
+	/* zeroing a block device by writes, for devices that cannot */
+	assert_int_equal(blk_hold_start(&h, false, true), 0);
+	memset(&d, 0, sizeof(d));
+	assert_int_equal(blkq_discard(q, &be, BLK_OP_ZERO_UNMAP, 21 * MiB + 512,
+				      3 * MiB, on_done, &d), 0);
+	wait_all(q);
+	assert_true(blk_hold_end(&h));
+	assert_int_equal(d.res, 0);
+	assert_true(holds(be.fd, 20 * MiB, MiB + 512, 0xab));
+	assert_true(holds(be.fd, 21 * MiB + 512, 3 * MiB, 0));
+	assert_true(holds(be.fd, 24 * MiB + 512, 8 * MiB - 512, 0xab));
+	close(rofd);
+	blkq_destroy(q);
+	blk_close(&be);
+	close(lfd);
+	unlink(path);
+	free(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -258,6 +508,11 @@ int main(void)
 		cmocka_unit_test(test_limits),
 		cmocka_unit_test(test_flush_discard_zeroes),
 		cmocka_unit_test(test_poll),
+		cmocka_unit_test(test_zero_by_writes),
+		cmocka_unit_test(test_zero_by_writes_direct),
+		cmocka_unit_test(test_zero_fill_held),
+		cmocka_unit_test(test_zero_fill_error),
+		cmocka_unit_test(test_blockdev_discard_held),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "../block/blk_hold.h"
 #include "scsi/disk.h"
 #include "vdriver.h"
 #include "virtio/scsi.h"
@@ -852,6 +853,95 @@ static void test_ctrl_malformed(void **state)
 }
 
 /* Disks without target= take the lowest free ids; clashes are refused. */
+#define MiB (1ull << 20)
+
+/* One disk (target 0 LUN 0) of 24 MiB with data at [0, 1 MiB),
+ * [15 MiB, 17 MiB) and [20 MiB, 21 MiB). */
+static struct fixture *make_big(void)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	struct disk_cfg cfg = { .iface = DISK_IF_VIRTIO_SCSI,
+				.cache = CACHE_WRITEBACK, .target_set = true };
+	const struct disk_cfg *p = &cfg;
+	char err[256] = "";
+	int fd;
+
+	assert_non_null(f);
+	strcpy(f->path[0], "/tmp/iovm-vscsi-XXXXXX");
+	fd = mkstemp(f->path[0]);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, 24 * MiB), 0);
+	close(fd);
+	assert_true(blk_fill(f->path[0], 0, MiB, 0x5a));
+	assert_true(blk_fill(f->path[0], 15 * MiB, 2 * MiB, 0x5a));
+	assert_true(blk_fill(f->path[0], 20 * MiB, MiB, 0x5a));
+	cfg.path = f->path[0];
+	f->dev = virtio_scsi_create(&p, 1, NREQ, err, sizeof(err));
+	assert_non_null(f->dev);
+	assert_int_equal(vdriver_init(&f->d, RAM), 0);
+	assert_int_equal(vdriver_attach(&f->d, f->dev, 0), 0);
+	for (unsigned int i = 0; i < f->dev->num_queues; i++)
+		assert_int_equal(vdriver_queue_start(&f->d, i, QSZ), 0);
+	f->cdb_size = VIRTIO_SCSI_CDB_DEFAULT;
+	f->sense_size = VIRTIO_SCSI_SENSE_DEFAULT;
+	return f;
+}
+
+/* A 16 MiB WRITE SAME of zeroes (NDOB) on a file system without fallocate
+ * is held in flight at the backend: a READ queued behind it on the same
+ * request queue completes meanwhile; released, the WRITE SAME completes
+ * GOOD with zeroes on disk. Then the same where the writes fail: CHECK
+ * CONDITION, MEDIUM ERROR / WRITE ERROR. Fails if the zeroing runs on the
+ * queue's thread (the read waits behind it). */
+static void test_big_write_same_does_not_block(void **state)
+{
+	struct fixture *f = make_big();
+	uint64_t buf = vdriver_alloc(&f->d, 4096);
+	const uint8_t ws[16] = { 0x93, 0x01, 0, 0, 0, 0, 0, 0, 0, 0,
+				 0, 0, 0x80, 0 };	/* 32 Ki blocks */
+	const uint8_t rd10[10] = { 0x28, 0, 0, 0, 0xa0, 0, 0, 0, 8, 0 };
+	struct cmd wc, rc;
+	struct resp r;
+	static struct blk_hold h;	/* outlives a failed assert */
+	uint32_t id[2] = { ~0u, ~0u }, len;
+	int got;
+
+	assert_int_equal(blk_hold_start(&h, true, true), 0);
+	add_cmd(f, RQ0, &wc, 0, 0, 1, ws, 16, 0, 0, false);
+	vdriver_kick(&f->d, RQ0);
+	assert_true(blk_hold_arrived(&h, 1, WAIT_MS));
+	/* READ(10) of 8 blocks at 20 MiB */
+	add_cmd(f, RQ0, &rc, 0, 0, 2, rd10, 10, buf, 4096, true);
+	vdriver_kick(&f->d, RQ0);
+	got = vdriver_wait_used(&f->d, RQ0, &id[0], &len, WAIT_MS);
+	blk_hold_release(&h);
+	assert_int_equal(vdriver_wait_used(&f->d, RQ0, &id[1], &len,
+					   BLK_HOLD_WATCHDOG_MS), 1);
+	assert_true(blk_hold_end(&h));
+	assert_int_equal(got, 1);
+	assert_int_equal(id[0], rc.head);
+	read_resp(f, &rc, &r);
+	assert_int_equal(r.status, SAM_STAT_GOOD);
+	assert_int_equal(*(uint8_t *)vdriver_ptr(&f->d, buf, 1), 0x5a);
+	assert_int_equal(id[1], wc.head);
+	read_resp(f, &wc, &r);
+	assert_int_equal(r.response, VIRTIO_SCSI_S_OK);
+	assert_int_equal(r.status, SAM_STAT_GOOD);
+	assert_true(blk_holds(f->path[0], 0, 16 * MiB, 0));
+	assert_true(blk_holds(f->path[0], 16 * MiB, MiB, 0x5a));
+	/* writes of zeroes that fail */
+	assert_true(blk_break_writes(f->path[0]) > 0);
+	assert_int_equal(blk_hold_start(&h, false, true), 0);
+	run_cmd(f, RQ0, 0, 0, ws, 16, 0, 0, false, &r);
+	assert_true(blk_hold_end(&h));
+	assert_int_equal(r.status, SAM_STAT_CHECK_CONDITION);
+	assert_int_equal(r.sense[2] & 0xf, SENSE_MEDIUM_ERROR);
+	assert_int_equal(r.sense[12], 0x0c);	/* WRITE ERROR */
+	vdriver_destroy(&f->d);
+	unlink(f->path[0]);
+	free(f);
+}
+
 static void test_create_errors(void **state)
 {
 	char path[] = "/tmp/iovm-vscsi-c-XXXXXX";
@@ -902,6 +992,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ctrl_stop_ignores_kick_fd, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctrl_malformed, setup, teardown),
 		cmocka_unit_test(test_create_errors),
+		cmocka_unit_test(test_big_write_same_does_not_block),
 	};
 
 	return cmocka_run_group_tests_name("virtio-scsi", tests, NULL, NULL);
