@@ -37,7 +37,8 @@
 # --iovm-opts OPTS appends OPTS to every iovm --disk (e.g. poll-us=0).
 # --qemu PATH: the QEMU binary (default: qemu-system-x86_64 on PATH).
 # A leg that fails (the probe fails, the VMM does not start, QEMU missing)
-# is reported as failed, with its reason, and the run goes on with the other
+# is reported as failed, with its reason (the run's whole log is kept as
+# BUILD/blk-LEG-roundN.log), and the run goes on with the other
 # legs; the tables take each leg's figures from its rounds that passed
 # (column "ok": rounds passed/run), and the script exits 1.
 # Needs a build (build/iovm, build/guest/probe/probe.elf, build/bench/blk-floor;
@@ -58,7 +59,7 @@ rounds=1
 pin=""
 iovm_opts=""
 
-usage() { sed -n '2,44s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
+usage() { sed -n '2,45s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do
 	case $1 in
 	--secs) secs=$2; shift 2 ;;
@@ -128,6 +129,9 @@ show() {
 		mv "$tmp/results.keep" "$tmp/results"
 		why=$(grep -m1 -E '^probe: (FAIL|CRASH)' "$tmp/$1.log" || true)
 		[ -n "$why" ] || why=$(grep -v '^ *$' "$tmp/$1.err" 2>/dev/null | tail -n 1 || true)
+		# the whole log (the probe's diagnostics) outlives the run
+		cat "$tmp/$1.log" "$tmp/$1.err" >"$build/blk-$1-round$round.log" 2>/dev/null &&
+			why="${why:-exit status $rc, no PASS} (log: $build/blk-$1-round$round.log)"
 		leg_failed "$1" "${why:-exit status $rc, no PASS}"
 	fi
 	rm -f "$tmp/$1.log" "$tmp/fifo"
