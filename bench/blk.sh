@@ -17,7 +17,7 @@
 #                     [--wait spin|hlt]
 #                     [--only floor,iovm,qemu,iovm-scsi,qemu-scsi,iovm-lsi,qemu-lsi]
 #                     [--rounds N] [--guest DIR] [--fio-accel kvm|tcg]
-#                     [--pin VCPU_CPU,IO_CPU] [--iovm-opts OPTS]
+#                     [--pin VCPU_CPU,IO_CPU] [--iovm-opts OPTS] [--qemu PATH]
 # --mode msix --wait hlt: virtio completions by MSI-X, the vCPU halted between.
 # --only iovm-fio,qemu-fio: the same five jobs with fio (direct=1, libaio, no
 # data verification) on /dev/vda of the default Linux guest (build/guest/
@@ -35,6 +35,12 @@
 # same placement for all, instead of whatever the scheduler picks (on a host
 # whose disk interrupts one CPU, the placement moves QD1 by up to 2x).
 # --iovm-opts OPTS appends OPTS to every iovm --disk (e.g. poll-us=0).
+# --qemu PATH: the QEMU binary (default: qemu-system-x86_64 on PATH).
+# A leg that fails (the probe fails, the VMM does not start, QEMU missing)
+# is reported as failed, with its reason (the run's whole log is kept as
+# BUILD/blk-LEG-roundN.log), and the run goes on with the other
+# legs; the tables take each leg's figures from its rounds that passed
+# (column "ok": rounds passed/run), and the script exits 1.
 # Needs a build (build/iovm, build/guest/probe/probe.elf, build/bench/blk-floor;
 # BUILD=dir to use another) and qemu-system-x86_64. Not part of the test suite.
 # (fio in a Linux guest needs hardware KVM; on PVM hosts only the probe runs.)
@@ -53,7 +59,7 @@ rounds=1
 pin=""
 iovm_opts=""
 
-usage() { sed -n '2,38s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
+usage() { sed -n '2,45s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do
 	case $1 in
 	--secs) secs=$2; shift 2 ;;
@@ -67,6 +73,7 @@ while [ $# -gt 0 ]; do
 	--rounds) rounds=$2; shift 2 ;;
 	--pin) pin=$2; shift 2 ;;
 	--iovm-opts) iovm_opts=,$2; shift 2 ;;
+	--qemu) qemu=$2; shift 2 ;;
 	-h | --help) usage 0 ;;
 	*) echo "blk.sh: unknown option '$1' (--help)" >&2; exit 2 ;;
 	esac
@@ -96,11 +103,48 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mem=$(( (region >> 20) / 64 + 128 ))M	# probe buffers + latency samples
 
-# show NAME CMD...: run_vmm, then prints the run's job lines
+# leg_failed WHO REASON: records that WHO failed this round (the tables
+# say so) and makes the script exit 1 at the end.
+leg_failed() {
+	echo "$1 $round ${2:-failed}" >>"$tmp/failed"
+	echo "$me: $1 FAILED in round $round: ${2:-failed}" >&2
+	failed=1
+}
+
+# leg_ran WHO: counts a round of WHO (for the "ok" column).
+leg_ran() {
+	echo "$1" >>"$tmp/ran"
+}
+
+# show NAME CMD...: run_vmm, then prints the run's job lines; a failed run
+# is recorded as such and its partial figures are left out of the tables.
 show() {
-	run_vmm "$@" || failed=1
-	grep '^job=' "$tmp/$1.log"
-	rm -f "$tmp/$1.log"
+	keep=$(wc -l <"$tmp/results")
+	leg_ran "$1"
+	if run_vmm "$@"; then
+		grep '^job=' "$tmp/$1.log" || true
+	else
+		grep '^job=' "$tmp/$1.log" || true
+		head -n "$keep" "$tmp/results" >"$tmp/results.keep"
+		mv "$tmp/results.keep" "$tmp/results"
+		why=$(grep -m1 -E '^probe: (FAIL|CRASH)' "$tmp/$1.log" || true)
+		[ -n "$why" ] || why=$(grep -v '^ *$' "$tmp/$1.err" 2>/dev/null | tail -n 1 || true)
+		# the whole log (the probe's diagnostics) outlives the run
+		cat "$tmp/$1.log" "$tmp/$1.err" >"$build/blk-$1-round$round.log" 2>/dev/null &&
+			why="${why:-exit status $rc, no PASS} (log: $build/blk-$1-round$round.log)"
+		leg_failed "$1" "${why:-exit status $rc, no PASS}"
+	fi
+	rm -f "$tmp/$1.log" "$tmp/fifo"
+}
+
+# need_qemu WHO: true when QEMU is there, else WHO fails this round.
+need_qemu() {
+	if [ -n "$qemu" ] && [ -x "$qemu" ]; then
+		return 0
+	fi
+	leg_ran "$1"
+	leg_failed "$1" "QEMU not found (${qemu:-qemu-system-x86_64 not on PATH})"
+	return 1
 }
 
 # qemu_probe NAME APPEND ARGS...: shows a QEMU run of the probe's bench
@@ -118,14 +162,21 @@ qemu_probe() {
 run_floor() {
 	fname=$1
 	shift
-	${pin:+taskset -c "${pin#*,}"} "$floor" "$file" --offset "$offset" \
-		--region "$region" --secs "$secs" "$@" |
-		sed -n "s/^job=/$fname job=/p" >>"$tmp/results" || failed=1
+	leg_ran "$fname"
+	if ${pin:+taskset -c "${pin#*,}"} "$floor" "$file" --offset "$offset" \
+		--region "$region" --secs "$secs" "$@" >"$tmp/floor.out" 2>"$tmp/floor.err"; then
+		sed -n "s/^job=/$fname job=/p" "$tmp/floor.out" >>"$tmp/results"
+	else
+		leg_failed "$fname" "$(tail -n 1 "$tmp/floor.err")"
+	fi
 }
 
 append="bench=blk secs=$secs region=$region region_off=$offset mode=$mode wait=$wait"
 echo "blk.sh: file=$file region=$((region >> 20))M secs=$secs mode=$mode wait=$wait rounds=$rounds pin=${pin:-no} iovm-opts=${iovm_opts#,} host=$(nproc) CPUs, $(uname -r)"
 failed=0
+: >"$tmp/results"
+: >"$tmp/failed"
+: >"$tmp/ran"
 for round in $(seq "$rounds"); do
 [ "$rounds" = 1 ] || echo "== round $round"
 case ,$only, in *,floor,*)
@@ -146,9 +197,7 @@ case ,$only, in *,iovm,*)
 esac
 case ,$only, in *,qemu,*)
 	echo "== QEMU"
-	if [ -z "$qemu" ]; then
-		echo "blk.sh: qemu-system-x86_64 not installed, skipped" >&2
-	else
+	if need_qemu qemu; then
 		qemu_probe qemu "$append" \
 			-object iothread,id=io0 \
 			-drive "file=$file,if=none,id=d0,format=raw,cache=none,aio=io_uring" \
@@ -165,7 +214,7 @@ case ,$only, in *,iovm-scsi,*)
 esac
 case ,$only, in *,qemu-scsi,*)
 	echo "== QEMU virtio-scsi"
-	if [ -n "$qemu" ]; then
+	if need_qemu qemu-scsi; then
 		qemu_probe qemu-scsi "$scsi_append" \
 			-object iothread,id=io1 \
 			-drive "file=$file,if=none,id=d0,format=raw,cache=none,aio=io_uring" \
@@ -183,7 +232,7 @@ case ,$only, in *,iovm-lsi,*)
 esac
 case ,$only, in *,qemu-lsi,*)
 	echo "== QEMU lsi53c895a"
-	if [ -n "$qemu" ]; then
+	if need_qemu qemu-lsi; then
 		qemu_probe qemu-lsi "$lsi_append" \
 			-device lsi53c895a,id=scsi0 \
 			-drive "file=$file,if=none,id=d0,format=raw,cache=none,aio=io_uring" \
@@ -239,7 +288,7 @@ case ,$only, in *,iovm-fio,*)
 esac
 case ,$only, in *,qemu-fio,*)
 	echo "== QEMU, fio in Linux (accel $fio_accel)"
-	if [ -n "$qemu" ]; then
+	if need_qemu qemu-fio; then
 		show qemu-fio "$qemu" -accel "$fio_accel" -nographic -no-reboot \
 			-m 1G -smp 2 -kernel "$guest/bzImage" \
 			-initrd "$guest/initramfs.cpio.gz" -append "$fio_append" \
@@ -253,8 +302,21 @@ esac
 done
 
 echo
-awk "$awk_lib$awk_jobs"'
+awk -v ranf="$tmp/ran" -v failf="$tmp/failed" "$awk_lib$awk_jobs"'
 function v(x) { return x == "" ? "-" : x }
+# "ok" column: rounds of who that passed / rounds run
+function ok(who) { return (who in nran) ? (nran[who] - nfail[who]) "/" nran[who] : "-" }
+# the jobs a leg runs: the 16k pair only on the SCSI and LSI legs
+function runs(who, j) { return who ~ /scsi|lsi/ || j !~ /-16k-/ }
+BEGIN {
+	while ((getline line < ranf) > 0)
+		nran[line]++
+	while ((getline line < failf) > 0) {
+		split(line, f, " ")
+		nfail[f[1]]++
+		why[++nwhy] = line
+	}
+}
 END {
 	for (k in cnt) {
 		iops[k] = sprintf("%.0f", med(v_iops, k, cnt[k]))
@@ -263,13 +325,18 @@ END {
 		p99[k] = sprintf("%.1f", med(v_p99, k, cnt[k]))
 		cpu[k] = v_cpu[k, 1] == "" ? "" : sprintf("%.2f", med(v_cpu, k, cnt[k]))
 	}
-	printf "%-18s %-9s %9s %9s %11s %11s %11s\n", "job", "who", "iops", "MB/s", "mean_us", "p99_us", "cpu_us/io"
+	# every leg failed: the job names of the probe
+	if (!njobs && nwhy)
+		njobs = split("randread-4k-qd1 randread-4k-qd32 randwrite-4k-qd32 seqread-64k-qd16 seqwrite-64k-qd16 seqread-16k-qd16 seqwrite-16k-qd16", order, " ")
+	printf "%-18s %-9s %9s %9s %11s %11s %11s %5s\n", "job", "who", "iops", "MB/s", "mean_us", "p99_us", "cpu_us/io", "ok"
 	for (i = 1; i <= njobs; i++) {
 		j = order[i]
 		nw = split("floor floor-poll iovm qemu iovm-scsi qemu-scsi iovm-lsi qemu-lsi iovm-fio qemu-fio", w, " ")
 		for (k = 1; k <= nw; k++)
 			if ((w[k], j) in iops)
-				printf "%-18s %-9s %9s %9s %11s %11s %11s\n", j, w[k], iops[w[k], j], bw[w[k], j], mean[w[k], j], p99[w[k], j], v(cpu[w[k], j])
+				printf "%-18s %-9s %9s %9s %11s %11s %11s %5s\n", j, w[k], iops[w[k], j], bw[w[k], j], mean[w[k], j], p99[w[k], j], v(cpu[w[k], j]), ok(w[k])
+			else if (nfail[w[k]] && runs(w[k], j))
+				printf "%-18s %-9s %9s %9s %11s %11s %11s %5s\n", j, w[k], "FAILED", "-", "-", "-", "-", ok(w[k])
 	}
 	printf "\n%-18s %12s %12s %14s %14s\n", "job", "iops iovm/qemu", "iops iovm/floor", "cpu/io iovm/qemu", "p99 iovm/qemu"
 	for (i = 1; i <= njobs; i++) {
@@ -291,13 +358,20 @@ END {
 			printf "%-18s %18s %18s\n", j, r(iops["iovm-fio", j], iops["qemu-fio", j]), r(p99["iovm-fio", j], p99["qemu-fio", j])
 		}
 	}
-	if (("iovm-lsi", "seqread-64k-qd16") in iops) {
+	if (("iovm-lsi", "seqread-64k-qd16") in iops || ("qemu-lsi", "seqread-64k-qd16") in iops) {
 		printf "\n%-18s %16s %18s %16s\n", "job", "LSI iops iovm/qemu", "LSI cpu/io iovm/qemu", "iovm LSI/virtio"
 		for (i = 1; i <= njobs; i++) {
 			j = order[i]
 			printf "%-18s %16s %18s %16s\n", j, r(iops["iovm-lsi", j], iops["qemu-lsi", j]), r(cpu["iovm-lsi", j], cpu["qemu-lsi", j]), r(iops["iovm-lsi", j], iops["iovm", j])
 		}
 		printf "LSI write/read: iovm 64k %s 16k %s, qemu 64k %s 16k %s\n", r(iops["iovm-lsi", "seqwrite-64k-qd16"], iops["iovm-lsi", "seqread-64k-qd16"]), r(iops["iovm-lsi", "seqwrite-16k-qd16"], iops["iovm-lsi", "seqread-16k-qd16"]), r(iops["qemu-lsi", "seqwrite-64k-qd16"], iops["qemu-lsi", "seqread-64k-qd16"]), r(iops["qemu-lsi", "seqwrite-16k-qd16"], iops["qemu-lsi", "seqread-16k-qd16"])
+	}
+	if (nwhy) {
+		printf "\nFAILED legs (the tables above use only the rounds that passed):\n"
+		for (i = 1; i <= nwhy; i++) {
+			split(why[i], f, " ")
+			printf "  %-9s round %s: %s\n", f[1], f[2], substr(why[i], length(f[1]) + length(f[2]) + 3)
+		}
 	}
 }' "$tmp/results"
 exit $failed

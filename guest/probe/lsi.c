@@ -377,7 +377,7 @@ int lsi_reap(struct lsi_hba *h)
 {
 	static uint64_t next_check;
 	volatile uint32_t *e = h->sh->dq[h->dq_get];
-	uint32_t dsa = *e;
+	uint32_t dsa = *e, off;
 
 	if (!dsa) {
 		/* Done queue empty: every few ms look at the chip's own
@@ -394,9 +394,45 @@ int lsi_reap(struct lsi_hba *h)
 		}
 		return -1;
 	}
+	/* The device's word, not ours: it must name one of our CCBs. A
+	 * value that does not was written in pieces (or by a broken model)
+	 * and would complete a command that is still running. */
+	off = dsa - (uint32_t)virt_to_phys(h->ccb);
+	if (off % sizeof(struct lsi_ccb) ||
+	    off / sizeof(struct lsi_ccb) >= LSI_NTAGS) {
+		uint32_t again = *e;
+
+		lsi_dump(h);
+		probe_fail("lsi: done queue entry %u holds %x, not a CCB (now %x)",
+			   h->dq_get, dsa, again);
+	}
+	/* Read the CCB (status byte) only after the entry that publishes it. */
+	barrier();
 	*e = 0;
 	h->dq_get = (h->dq_get + 1) % DQ_LEN;
-	return (int)((dsa - virt_to_phys(h->ccb)) >> 8);
+	return (int)(off / sizeof(struct lsi_ccb));
+}
+
+void lsi_dump(struct lsi_hba *h)
+{
+	uint32_t sq0 = virt_to_phys(h->sh->sq[0]);
+	uint32_t dq0 = virt_to_phys(h->sh->dq[0]);
+
+	pr("probe: lsi state: istat=%x dsp=start+%x dsa=%x (ccb+%x) temp=%x sstat1=%x\n",
+	   rd8(h, LSI_ISTAT), rd32(h, LSI_DSP) - h->a_start, rd32(h, LSI_DSA),
+	   rd32(h, LSI_DSA) - (uint32_t)virt_to_phys(h->ccb),
+	   rd32(h, LSI_TEMP), rd8(h, LSI_SSTAT1));
+	pr("probe: lsi queues: cpu sq_put=%u dq_get=%u, scripts startpos=%u donepos=%u\n",
+	   h->sq_put, h->dq_get, (h->sh->startpos - sq0) / 8,
+	   (h->sh->donepos - dq0) / 8);
+	for (unsigned int i = 0; i < SQ_LEN; i++)
+		if (h->sh->sq[i][0] != IDLE_JOB)
+			pr("probe: lsi sq[%u] = tag %d\n", i,
+			   (int)((h->sh->sq[i][0] - virt_to_phys(h->ccb)) >> 8));
+	for (unsigned int i = 0; i < DQ_LEN; i++)
+		if (h->sh->dq[i][0])
+			pr("probe: lsi dq[%u] = tag %d\n", i,
+			   (int)((h->sh->dq[i][0] - virt_to_phys(h->ccb)) >> 8));
 }
 
 uint8_t lsi_reg8(struct lsi_hba *h, unsigned int reg)
@@ -448,6 +484,9 @@ uint8_t lsi_run1(struct lsi_hba *h, unsigned int target, const uint8_t *cdb,
 
 			if (istat & (LSI_ISTAT_DIP | LSI_ISTAT_SIP))
 				chip_trouble(h, istat);
+			pr("probe: lsi tag 0: status %x resel %u\n",
+			   lsi_status(h, 0), lsi_resel_count(h, 0));
+			lsi_dump(h);
 			probe_fail("lsi: command %x timed out (dsp=start+%x istat=%x)",
 				   cdb[0], rd32(h, LSI_DSP) - h->a_start, istat);
 		}

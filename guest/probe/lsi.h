@@ -74,6 +74,8 @@ uint8_t lsi_status(struct lsi_hba *h, unsigned int tag);
 uint8_t lsi_reg8(struct lsi_hba *h, unsigned int reg);
 /* Restarts the SCRIPTS at START after an interrupt the CPU handled. */
 void lsi_restart(struct lsi_hba *h);
+/* Prints the SCRIPTS' and the CPU's queue positions and the queues. */
+void lsi_dump(struct lsi_hba *h);
 uint32_t lsi_resel_count(struct lsi_hba *h, unsigned int tag);
 
 #endif

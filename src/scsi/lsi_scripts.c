@@ -47,13 +47,77 @@ void lsi_scripts_start(struct lsi *s)
 	}
 }
 
+/* Moves that may touch words the driver shares with the SCRIPTS (start
+ * and done queue slots, mailboxes) and polls or fills while we run. The
+ * chip moves a naturally aligned dword in one PCI transaction, so the CPU
+ * sees the old word or the new one; a byte-wise copy (what a compiler
+ * makes of a short memcpy) lets it read a half-written DSA off the done
+ * queue and complete the wrong command. Each aligned word is one access:
+ * loads acquire, stores release, so a done queue slot is seen only after
+ * the status byte and data the SCRIPTS moved before it. */
+static void guest_get(void *dst, const uint8_t *p, uint32_t n)
+{
+	uint8_t *d = dst;
+
+	while (n) {
+		uintptr_t a = (uintptr_t)p;
+
+		if (n >= 4 && !(a & 3)) {
+			uint32_t v = __atomic_load_n((const uint32_t *)p,
+						     __ATOMIC_ACQUIRE);
+
+			memcpy(d, &v, 4);
+			d += 4, p += 4, n -= 4;
+		} else if (n >= 2 && !(a & 1)) {
+			uint16_t v = __atomic_load_n((const uint16_t *)p,
+						     __ATOMIC_ACQUIRE);
+
+			memcpy(d, &v, 2);
+			d += 2, p += 2, n -= 2;
+		} else {
+			*d++ = __atomic_load_n(p, __ATOMIC_ACQUIRE);
+			p++, n--;
+		}
+	}
+}
+
+static void guest_put(uint8_t *p, const void *src, uint32_t n)
+{
+	const uint8_t *b = src;
+
+	while (n) {
+		uintptr_t a = (uintptr_t)p;
+
+		if (n >= 4 && !(a & 3)) {
+			uint32_t v;
+
+			memcpy(&v, b, 4);
+			__atomic_store_n((uint32_t *)p, v, __ATOMIC_RELEASE);
+			b += 4, p += 4, n -= 4;
+		} else if (n >= 2 && !(a & 1)) {
+			uint16_t v;
+
+			memcpy(&v, b, 2);
+			__atomic_store_n((uint16_t *)p, v, __ATOMIC_RELEASE);
+			b += 2, p += 2, n -= 2;
+		} else {
+			__atomic_store_n(p, *b, __ATOMIC_RELEASE);
+			b++, p++, n--;
+		}
+	}
+}
+
+/* Memory moves up to this size go word by word through guest_get/put;
+ * longer ones are bulk data, copied as such. */
+#define LSI_WORD_MOVE_MAX 64
+
 static bool dma_read(struct lsi *s, uint64_t addr, void *buf, uint32_t len)
 {
-	const void *p = lsi_dma_ptr(s, addr, len);
+	const uint8_t *p = lsi_dma_ptr(s, addr, len);
 
 	if (!p)
 		return false;
-	memcpy(buf, p, len);
+	guest_get(buf, p, len);
 	return true;
 }
 
@@ -441,19 +505,23 @@ static void reg_move(struct lsi *s, uint32_t src, uint32_t dst,
 	uint8_t *ps = rs < 0 ? lsi_dma_ptr(s, src, count) : NULL;
 	uint8_t *pd = rd < 0 ? lsi_dma_ptr(s, dst, count) : NULL;
 
+	uint8_t buf[LSI_NREGS];
+
 	if ((rs < 0 && !ps) || (rd < 0 && !pd) || count > LSI_NREGS) {
 		bus_fault(s);
 		return;
 	}
+	/* Memory ends in whole words (a DSA copied to a done queue slot). */
+	if (rs < 0)
+		guest_get(buf, ps, count);
 	for (uint32_t i = 0; i < count; i++) {
-		uint8_t b = rs >= 0 ? lsi_reg_read(s, (rs + i) & 0xff, true) :
-				      ps[i];
-
+		if (rs >= 0)
+			buf[i] = lsi_reg_read(s, (rs + i) & 0xff, true);
 		if (rd >= 0)
-			lsi_reg_write(s, (rd + i) & 0xff, b, true);
-		else
-			pd[i] = b;
+			lsi_reg_write(s, (rd + i) & 0xff, buf[i], true);
 	}
+	if (rd < 0)
+		guest_put(pd, buf, count);
 	lsi_set_dbc(s, 0);
 }
 
@@ -482,7 +550,14 @@ static void memory_move(struct lsi *s, uint32_t insn, uint32_t src,
 		bus_fault(s);
 		return;
 	}
-	memmove(pd, ps, count);
+	if (count <= LSI_WORD_MOVE_MAX) {
+		uint8_t buf[LSI_WORD_MOVE_MAX];
+
+		guest_get(buf, ps, count);
+		guest_put(pd, buf, count);
+	} else {
+		memmove(pd, ps, count);
+	}
 	lsi_set_dbc(s, 0);
 	s->step_cost += count / 4096;
 }
@@ -531,7 +606,7 @@ static void load_store(struct lsi *s, uint32_t insn, uint32_t arg)
 		}
 		for (unsigned int i = 0; i < n; i++)
 			buf[i] = lsi_reg_read(s, reg + i, true);
-		memcpy(p, buf, n);
+		guest_put(p, buf, n);
 	}
 }
 

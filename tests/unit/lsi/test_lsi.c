@@ -1178,6 +1178,118 @@ static void test_segment_refused(void **state)
 	assert_int_equal(lsi_cmds_active(hba), 0);
 }
 
+/* ---- whole-word stores ---- */
+
+/* The driver polls its done queue while the SCRIPTS write it: a DSA must
+ * land in one store, or the CPU can read half of it and complete a command
+ * that is still running. The slot page is read-only while the SCRIPTS run;
+ * each store into it faults, is let through alone (single step: the trap
+ * flag), and the page is protected again, so every store instruction is
+ * seen and what the CPU could read before each one is recorded. */
+#if defined(__x86_64__)
+#include <signal.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+
+#define WORDS_PAGE 0x7000u
+#define WORDS_N 4
+#define SNAP_MAX 64
+#define X86_TF 0x100
+
+static uint32_t snap[SNAP_MAX][WORDS_N];
+static volatile unsigned int nsnap;
+
+static void words_protect(int prot)
+{
+	if (mprotect(ram + WORDS_PAGE, 4096, prot))
+		abort();
+}
+
+static void words_segv(int sig, siginfo_t *si, void *ctx)
+{
+	ucontext_t *uc = ctx;
+	uint8_t *a = si->si_addr;
+
+	(void)sig;
+	if (a < ram + WORDS_PAGE || a >= ram + WORDS_PAGE + 4096)
+		abort();	/* a real crash */
+	if (nsnap < SNAP_MAX)
+		memcpy(snap[nsnap], ram + WORDS_PAGE, sizeof(snap[0]));
+	nsnap++;
+	words_protect(PROT_READ | PROT_WRITE);
+	uc->uc_mcontext.gregs[REG_EFL] |= X86_TF;
+}
+
+static void words_trap(int sig, siginfo_t *si, void *ctx)
+{
+	ucontext_t *uc = ctx;
+
+	(void)sig, (void)si;
+	uc->uc_mcontext.gregs[REG_EFL] &= ~X86_TF;
+	words_protect(PROT_READ);
+}
+
+static void test_whole_word_stores(void **state)
+{
+	const uint32_t win = 0xf1000000u;
+	static const uint32_t want[WORDS_N] = {
+		0x12345678, 0x9abcdef0, 0x12345678, 0x0badf00d,
+	};
+	struct sigaction sa = { .sa_flags = SA_SIGINFO }, old_segv, old_trap;
+	unsigned int n;
+
+	(void)state;
+	lsi_set_mmio_base(hba, win, 4096);
+	reg_wr32(LSI_DSA, want[0]);
+	w32(0x2000, want[1]);
+	w32(0x2004, want[3]);
+	/* sym's ways of putting a DSA in a done queue slot */
+	w32(0x3000, SCR_STORE_ABS(LSI_DSA, 4));	/* STORE */
+	w32(0x3004, WORDS_PAGE);
+	w32(0x3008, SCR_COPY(4));		/* memory move */
+	w32(0x300c, 0x2000);
+	w32(0x3010, WORDS_PAGE + 4);
+	w32(0x3014, SCR_COPY(4));		/* register -> memory */
+	w32(0x3018, win + LSI_DSA);
+	w32(0x301c, WORDS_PAGE + 8);
+	w32(0x3020, SCR_STORE_ABS(LSI_SCRATCHA, 4));
+	w32(0x3024, WORDS_PAGE + 12);
+	w32(0x3028, SCR_INT);
+	w32(0x302c, 0x44);
+	reg_wr32(LSI_SCRATCHA, want[3]);
+
+	sigemptyset(&sa.sa_mask);
+	sa.sa_sigaction = words_segv;
+	assert_int_equal(sigaction(SIGSEGV, &sa, &old_segv), 0);
+	sa.sa_sigaction = words_trap;
+	assert_int_equal(sigaction(SIGTRAP, &sa, &old_trap), 0);
+	nsnap = 0;
+	words_protect(PROT_READ);
+	run_at(0x3000);
+	words_protect(PROT_READ | PROT_WRITE);
+	sigaction(SIGSEGV, &old_segv, NULL);
+	sigaction(SIGTRAP, &old_trap, NULL);
+
+	assert_true(reg_rd(LSI_DSTAT) & LSI_DSTAT_SIR);
+	for (unsigned int w = 0; w < WORDS_N; w++)
+		assert_int_equal(r32(WORDS_PAGE + 4 * w), want[w]);
+	n = nsnap < SNAP_MAX ? nsnap : SNAP_MAX;
+	for (unsigned int i = 0; i < n; i++)
+		for (unsigned int w = 0; w < WORDS_N; w++)
+			if (snap[i][w] != 0 && snap[i][w] != want[w])
+				fail_msg("word %u seen half-written: %08x (store %u of %u)",
+					 w, snap[i][w], i + 1, nsnap);
+	/* one store per word, nothing else writes the page */
+	assert_int_equal(nsnap, WORDS_N);
+}
+#else
+static void test_whole_word_stores(void **state)
+{
+	(void)state;
+	skip();
+}
+#endif
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1213,6 +1325,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_no_disconnect_privilege,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_segment_refused, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_whole_word_stores, setup,
 						teardown),
 	};
 
