@@ -148,6 +148,7 @@ int blk_open(struct blk_backend *be, const struct disk_cfg *cfg, char *err,
 			goto fail_errno;
 		}
 	}
+	be->path = strdup(cfg->path);
 	snprintf(be->serial, sizeof(be->serial), "iovm%08llx%08llx",
 		 (unsigned long long)(st.st_ino & 0xffffffffu),
 		 (unsigned long long)(st.st_dev & 0xffffffffu));
@@ -167,7 +168,20 @@ void blk_close(struct blk_backend *be)
 	if (be->fd_buffered >= 0)
 		close(be->fd_buffered);
 	be->fd = be->fd_buffered = -1;
+	free(be->path);
+	be->path = NULL;
 }
+
+int blk_flush(struct blk_backend *be)
+{
+	/* fdatasync syncs the inode, whichever of our two descriptors wrote
+	 * the data. */
+	if (be->ro || be->fd < 0)
+		return 0;
+	return fdatasync(be->fd) ? -errno : 0;
+}
+
+int (*blkq_test_result)(const struct blk_backend *be, enum blk_op op, int res);
 
 enum { SLOT_POLL = 100 };
 
@@ -182,6 +196,7 @@ struct blk_slot {
 	blk_done_fn done;
 	void *tag;
 	int res;
+	bool busy;		/* taken: queued, in flight or deferred */
 	struct blk_slot *next;
 };
 
@@ -199,6 +214,7 @@ struct blk_queue {
 	struct blk_slot **deferred_tail;
 	unsigned int unsubmitted;
 	bool taskrun_flag;	/* the kernel tells when completions wait on us */
+	bool dead;		/* blkq_abort ran: every operation fails */
 };
 
 struct blk_queue *blkq_create(unsigned int depth)
@@ -305,11 +321,13 @@ static struct blk_slot *slot_get(struct blk_queue *q)
 		return NULL;
 	q->free = s->next;
 	q->used++;
+	s->busy = true;
 	return s;
 }
 
 static void slot_put(struct blk_queue *q, struct blk_slot *s)
 {
+	s->busy = false;
 	s->next = q->free;
 	q->free = s;
 	q->used--;
@@ -369,6 +387,8 @@ int blkq_rw(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	uint64_t len = 0;
 	int ret;
 
+	if (q->dead)
+		return -EIO;
 	if (op != BLK_OP_READ && op != BLK_OP_WRITE)
 		return -EINVAL;
 	if (op == BLK_OP_WRITE && be->ro)
@@ -405,11 +425,11 @@ int blkq_rw(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 int blkq_flush(struct blk_queue *q, struct blk_backend *be, blk_done_fn done,
 	       void *tag)
 {
-	struct blk_slot *s = slot_get(q);
+	struct blk_slot *s = q->dead ? NULL : slot_get(q);
 	struct io_uring_sqe *sqe;
 
 	if (!s)
-		return -EAGAIN;
+		return q->dead ? -EIO : -EAGAIN;
 	s->op = BLK_OP_FLUSH;
 	s->be = be;
 	s->done = done;
@@ -468,6 +488,8 @@ int blkq_discard(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	struct io_uring_sqe *sqe;
 	int mode;
 
+	if (q->dead)
+		return -EIO;
 	if (op != BLK_OP_DISCARD && op != BLK_OP_WRITE_ZEROES &&
 	    op != BLK_OP_ZERO_UNMAP)
 		return -EINVAL;
@@ -514,6 +536,8 @@ int blkq_poll(struct blk_queue *q, int fd, blk_done_fn done, void *tag)
 	struct blk_slot *s = q->free_polls;
 	struct io_uring_sqe *sqe;
 
+	if (q->dead)
+		return -EIO;
 	if (!s)
 		return -EAGAIN;
 	sqe = get_sqe(q);
@@ -533,6 +557,8 @@ int blkq_submit(struct blk_queue *q)
 {
 	int ret;
 
+	if (q->dead)
+		return -EIO;
 	if (!q->unsubmitted)
 		return 0;
 	ret = io_uring_submit(&q->ring);
@@ -591,6 +617,8 @@ static int finish_short(struct blk_slot *s, uint64_t done)
 
 static int complete_res(struct blk_queue *q, struct blk_slot *s, int res)
 {
+	if (blkq_test_result)
+		res = blkq_test_result(s->be, s->op, res);
 	switch (s->op) {
 	case BLK_OP_READ:
 	case BLK_OP_WRITE:
@@ -674,6 +702,8 @@ static int reap_ready(struct blk_queue *q)
 		int res = cqe->res;
 
 		io_uring_cqe_seen(&q->ring, cqe);
+		if (!s)
+			continue;	/* blkq_abort's cancel */
 		n++;
 		if (s->op == SLOT_POLL) {
 			blk_done_fn done = s->done;
@@ -721,6 +751,8 @@ bool blkq_spin(struct blk_queue *q, uint64_t ns, bool (*more)(void *),
 
 int blkq_wait(struct blk_queue *q)
 {
+	if (q->dead)
+		return -EIO;
 	if (q->deferred)
 		return 0;
 	while (!io_uring_cq_ready(&q->ring) && (q->used || q->polls_used)) {
@@ -737,6 +769,8 @@ int blkq_reap(struct blk_queue *q, bool wait)
 {
 	int n;
 
+	if (q->dead)
+		return -EIO;
 	if (q->efd >= 0) {
 		uint64_t v;
 
@@ -754,4 +788,37 @@ int blkq_reap(struct blk_queue *q, bool wait)
 	/* What the callbacks queued goes out with the caller's blkq_submit
 	 * or, in one system call, with its next blocking blkq_reap. */
 	return n;
+}
+
+void blkq_abort(struct blk_queue *q, int err)
+{
+	struct io_uring_sqe *sqe;
+
+	if (q->dead)
+		return;
+	/* What is done already is reported as it came out. */
+	reap_ready(q);
+	/* The kernel may still own requests (and write into their buffers):
+	 * ask it to cancel them all and take its answers while the ring
+	 * gives them. */
+	sqe = io_uring_get_sqe(&q->ring);
+	if (sqe) {
+		io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
+		io_uring_sqe_set_data(sqe, NULL);
+	}
+	while (q->used) {
+		int ret = io_uring_submit_and_wait(&q->ring, 1);
+
+		if (ret < 0 && ret != -EINTR)
+			break;
+		q->unsubmitted = 0;
+		reap_ready(q);
+	}
+	/* New requests from the callbacks below fail at once. */
+	q->dead = true;
+	for (unsigned int i = 0; i < q->depth && q->used; i++)
+		if (q->slots[i].busy)
+			finish(q, &q->slots[i], err);
+	q->deferred = NULL;
+	q->deferred_tail = &q->deferred;
 }
