@@ -17,6 +17,7 @@
 
 #include "block/backend.h"
 #include "lib/log.h"
+#include "uring_fail.h"
 #include "vdriver.h"
 #include "virtio/blk.h"
 
@@ -794,6 +795,53 @@ static void test_discard_unsupported(void **state)
 	assert_int_equal(blk_errors_total(virtio_blk_errors(f->dev)), 0);
 }
 
+/* The queue's io_uring fails with requests in flight: every one of them
+ * completes (IOERR), the device asks for a reset, the other queue goes on. */
+static void test_uring_failure(void **state)
+{
+	struct fixture *f = *state;
+	enum { N = 8 };
+	uint64_t buf = vdriver_alloc(&f->d, N * 4096);
+	struct breq r[N];
+	bool seen[N] = { false };
+	uint32_t id, len;
+
+	assert_int_equal(run(f, 0, VIRTIO_BLK_T_IN, 0, buf, 4096, true, NULL),
+			 VIRTIO_BLK_S_OK);
+	uring_fail_arm(true);
+	/* all N reach the device at once: it takes them all before it
+	 * submits any */
+	vdriver_hold_avail(&f->d, 0, true);
+	for (unsigned int i = 0; i < N; i++)
+		add_req(f, 0, &r[i], VIRTIO_BLK_T_IN, i * 64, buf + i * 4096, 4096,
+			true, false);
+	vdriver_hold_avail(&f->d, 0, false);
+	vdriver_kick(&f->d, 0);
+	for (unsigned int n = 0; n < N; n++) {
+		unsigned int i;
+
+		assert_int_equal(vdriver_wait_used(&f->d, 0, &id, &len, WAIT_MS), 1);
+		for (i = 0; i < N && r[i].head != (int)id; i++)
+			;
+		assert_true(i < N);
+		assert_false(seen[i]);
+		seen[i] = true;
+		assert_int_equal(status_of(f, &r[i]), VIRTIO_BLK_S_IOERR);
+	}
+	assert_true(uring_fail_count() > 0);
+	assert_int_equal(f->d.needs_reset, 1);
+	uring_fail_arm(false);
+	/* the other queue has its own ring */
+	assert_int_equal(run(f, 1, VIRTIO_BLK_T_IN, 0, buf, 4096, true, NULL),
+			 VIRTIO_BLK_S_OK);
+	/* a reset (stop, start) gives queue 0 a new ring that works */
+	vdriver_queue_stop(&f->d, 0);
+	uring_fail_reset();
+	assert_int_equal(vdriver_queue_start(&f->d, 0, QSZ), 0);
+	assert_int_equal(run(f, 0, VIRTIO_BLK_T_IN, 0, buf, 4096, true, NULL),
+			 VIRTIO_BLK_S_OK);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -822,6 +870,8 @@ int main(void)
 		cmocka_unit_test(test_open_error),
 		cmocka_unit_test_setup_teardown(test_errors_logged_rated, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_discard_unsupported, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_uring_failure, setup_nopoll, teardown),
+		cmocka_unit_test_setup_teardown(test_uring_failure, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
