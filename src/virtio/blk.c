@@ -85,6 +85,10 @@ struct vblk {
 	struct vblk_queue q[VIRTIO_BLK_MAX_QUEUES];
 	uint8_t config[VIRTIO_BLK_CFG_LEN];
 	struct blk_errors errors;	/* what the backend failed */
+	/* A queue ran since the last flush: there may be writes to flush.
+	 * Queues start, stop and flush from the transport's one control
+	 * thread. */
+	bool unflushed;
 };
 
 struct blk_outhdr {
@@ -524,6 +528,7 @@ static int vblk_queue_start(struct virtio_dev *dev, unsigned int index,
 	ret = vqworker_open(&q->w, index, vq, q->pool_size);
 	if (ret)
 		return ret;
+	b->unflushed = true;
 	snprintf(name, sizeof(name), "iovm-blk%u", index);
 	ret = vqworker_run(&q->w, name);
 	if (ret)
@@ -561,15 +566,28 @@ static int vblk_features_ok(struct virtio_dev *dev)
 	return 0;
 }
 
+/* Once per stop of the queues, however many times the transport asks
+ * (vhost-user's disconnect runs again when the server is freed). */
 static void vblk_flush(struct virtio_dev *dev)
 {
 	struct vblk *b = to_vblk(dev);
+	int ret;
 
-	if (!b->be.ro && fdatasync(b->be.fd))
-		pr_err("virtio-blk: flushing %s: %s", b->dev.name,
-		       strerror(errno));
+	if (!b->unflushed)
+		return;
+	b->unflushed = false;
+	for (unsigned int i = 0; i < dev->num_queues; i++)
+		if (b->q[i].w.running)
+			b->unflushed = true;	/* still writing */
+	ret = blk_flush(&b->be);
+	if (ret) {
+		blk_errors_add(&b->errors, BLK_OP_FLUSH);
+		pr_err("virtio-blk %s: flush: %s", blk_name(&b->be), strerror(-ret));
+	}
 }
 
+/* The transport flushed already (ops->flush, once its queues stopped):
+ * destroying only frees. */
 static void vblk_destroy(struct virtio_dev *dev)
 {
 	struct vblk *b = to_vblk(dev);
@@ -586,7 +604,6 @@ static void vblk_destroy(struct virtio_dev *dev)
 			blk_name(&b->be), (unsigned long long)e->read,
 			(unsigned long long)e->write, (unsigned long long)e->flush,
 			(unsigned long long)e->other);
-	vblk_flush(dev);
 	blk_close(&b->be);
 	free(b);
 }
