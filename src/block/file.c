@@ -790,6 +790,11 @@ int blkq_reap(struct blk_queue *q, bool wait)
 	return n;
 }
 
+/* How long blkq_abort waits for the kernel's answers while none comes:
+ * a ring that failed may have lost completions (-EBADR) that will never
+ * arrive. */
+#define BLKQ_ABORT_WAIT_S 10
+
 void blkq_abort(struct blk_queue *q, int err)
 {
 	struct io_uring_sqe *sqe;
@@ -806,13 +811,20 @@ void blkq_abort(struct blk_queue *q, int err)
 		io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
 		io_uring_sqe_set_data(sqe, NULL);
 	}
-	while (q->used) {
-		int ret = io_uring_submit_and_wait(&q->ring, 1);
+	for (unsigned int idle = 0; q->used && idle < BLKQ_ABORT_WAIT_S;) {
+		struct __kernel_timespec ts = { .tv_sec = 1 };
+		struct io_uring_cqe *cqe;
+		int ret = io_uring_submit_and_wait_timeout(&q->ring, &cqe, 1, &ts, NULL);
 
+		if (ret == -ETIME) {
+			idle++;
+			continue;
+		}
 		if (ret < 0 && ret != -EINTR)
 			break;
 		q->unsubmitted = 0;
-		reap_ready(q);
+		if (reap_ready(q))
+			idle = 0;
 	}
 	/* New requests from the callbacks below fail at once. */
 	q->dead = true;

@@ -10,6 +10,16 @@ int __real_io_uring_submit(struct io_uring *ring);
 int __real_io_uring_submit_and_wait(struct io_uring *ring, unsigned int wait_nr);
 int __wrap_io_uring_submit(struct io_uring *ring);
 int __wrap_io_uring_submit_and_wait(struct io_uring *ring, unsigned int wait_nr);
+int __real_io_uring_submit_and_wait_timeout(struct io_uring *ring,
+					    struct io_uring_cqe **cqe,
+					    unsigned int wait_nr,
+					    struct __kernel_timespec *ts,
+					    sigset_t *sigmask);
+int __wrap_io_uring_submit_and_wait_timeout(struct io_uring *ring,
+					    struct io_uring_cqe **cqe,
+					    unsigned int wait_nr,
+					    struct __kernel_timespec *ts,
+					    sigset_t *sigmask);
 
 /* Queue threads submit while the test arms and reads. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -76,4 +86,14 @@ int __wrap_io_uring_submit(struct io_uring *ring)
 int __wrap_io_uring_submit_and_wait(struct io_uring *ring, unsigned int wait_nr)
 {
 	return fails(ring) ? -EBADR : __real_io_uring_submit_and_wait(ring, wait_nr);
+}
+
+int __wrap_io_uring_submit_and_wait_timeout(struct io_uring *ring,
+					    struct io_uring_cqe **cqe,
+					    unsigned int wait_nr,
+					    struct __kernel_timespec *ts,
+					    sigset_t *sigmask)
+{
+	return fails(ring) ? -EBADR :
+	       __real_io_uring_submit_and_wait_timeout(ring, cqe, wait_nr, ts, sigmask);
 }

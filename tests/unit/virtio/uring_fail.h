@@ -2,7 +2,8 @@
  * first submission of a ring that carries a read or write fails, and so
  * does every later submission of that ring, as if the ring had broken.
  * Tests that use it link with
- *   -Wl,--wrap=io_uring_submit,--wrap=io_uring_submit_and_wait
+ *   -Wl,--wrap=io_uring_submit,--wrap=io_uring_submit_and_wait,
+ *   --wrap=io_uring_submit_and_wait_timeout
  * so that the backend's calls come here. */
 #ifndef IOVM_TESTS_URING_FAIL_H
 #define IOVM_TESTS_URING_FAIL_H
