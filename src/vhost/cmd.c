@@ -312,7 +312,8 @@ static int serve(struct vhu_cmd *c, struct virtio_dev *dev)
 	/* Queues stopped, the disks are flushed: once, as the device flushes
 	 * only what ran since its last flush (the last client's departure
 	 * did it already); destroy only frees. */
-	dev->ops->flush(dev);
+	if (dev->ops->flush)
+		dev->ops->flush(dev);
 	dev->ops->destroy(dev);
 	free_disks(c);
 	return status;
