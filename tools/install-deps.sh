@@ -7,7 +7,7 @@ PKGS="build-essential meson ninja-build pkg-config liburing-dev libcmocka-dev li
 clang llvm libclang-rt-14-dev
 qemu-system-x86 qemu-utils qemu-block-extra
 cpio gzip xz-utils zstd busybox-static fio sg3-utils util-linux
-python3 binutils file"
+python3 binutils file strace"
 
 missing=""
 for p in $PKGS; do

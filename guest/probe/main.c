@@ -20,6 +20,20 @@ static void list_tests(void)
 		pr("probe:   %-12s %s\n", t->name, t->help);
 }
 
+/* hold_ms=N after a test that passed: instead of exiting, say so and wait
+ * to be stopped from outside (a host test's SIGTERM: what the test wrote
+ * must then be flushed by the VMM's shutdown, not by the guest). Tests
+ * that use hold_ms themselves (blk-flush) never get here. */
+static void hold(void)
+{
+	uint64_t ms = opt_u64("hold_ms", 0);
+
+	pr("probe: HOLD test passed, waiting %lu ms to be stopped\n", ms);
+	for (uint64_t end = rdtsc() + ms_to_ticks(ms); rdtsc() < end;)
+		cpu_relax();
+	probe_fail("still running %lu ms after HOLD (not stopped)", ms);
+}
+
 __attribute__((noreturn)) void probe_main(void);
 void probe_main(void)
 {
@@ -53,5 +67,7 @@ void probe_main(void)
 		probe_fail("unknown test %s", name);
 	}
 	t->run();
+	if (opt_has("hold_ms"))
+		hold();
 	probe_pass();
 }

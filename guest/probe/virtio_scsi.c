@@ -347,7 +347,9 @@ void vscsi_job_run(struct vscsi *s, struct vscsi_job *j)
 	if (!j->bs || !j->block_size || j->len % j->bs || j->bs % j->block_size ||
 	    j->off % j->block_size || !n)
 		probe_fail("job %s: bad geometry", j->name);
-	if (!j->qd || j->qd > VSCSI_MAX_QD || j->qd * 3u > s->reqq.size ||
+	/* (a request takes 3 descriptors, or 1 through an indirect table) */
+	if (!j->qd || j->qd > VSCSI_MAX_QD ||
+	    j->qd * (s->indirect ? 1u : 3u) > s->reqq.size ||
 	    (uint64_t)j->qd * j->bs > pool_size)
 		probe_fail("job %s: qd %u x bs %u does not fit", j->name, j->qd,
 			   j->bs);

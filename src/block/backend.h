@@ -30,7 +30,14 @@ struct blk_backend {
 	 * cached range around direct I/O. -1 when direct is false. */
 	int fd_buffered;
 	uint32_t dio_align;
+	char *path;		/* as opened, for messages; NULL if not */
 };
+
+/* The name of be in messages. */
+static inline const char *blk_name(const struct blk_backend *be)
+{
+	return be->path ? be->path : "(disk)";
+}
 
 /* Opens path per cfg (ro, cache). Errors are printed by the caller from the
  * returned -errno and err (a one-line message naming the problem): missing
@@ -39,6 +46,11 @@ struct blk_backend {
 int blk_open(struct blk_backend *be, const struct disk_cfg *cfg, char *err,
 	     size_t errlen);
 void blk_close(struct blk_backend *be);
+
+/* Writes back everything completed on be so far (fdatasync; nothing for a
+ * read-only disk), synchronously: for shutdown and a vhost-user client's
+ * departure, once the device's queues are drained. Returns 0 or -errno. */
+int blk_flush(struct blk_backend *be);
 
 enum blk_op {
 	BLK_OP_READ,
@@ -49,6 +61,29 @@ enum blk_op {
 	BLK_OP_ZERO_UNMAP,	/* zeroes, deallocated where the backend can
 				 * (a file's punched hole), written if not */
 };
+
+/* I/O errors a device saw from its backend, by kind: counted in the
+ * device's state by its queue threads (atomically) for the operator and a
+ * control plane; the device logs each one, rate-limited. */
+struct blk_errors {
+	uint64_t read, write, flush, other;
+};
+
+static inline void blk_errors_add(struct blk_errors *e, enum blk_op op)
+{
+	uint64_t *c = op == BLK_OP_READ ? &e->read : op == BLK_OP_WRITE ? &e->write :
+		      op == BLK_OP_FLUSH ? &e->flush : &e->other;
+
+	__atomic_add_fetch(c, 1, __ATOMIC_RELAXED);
+}
+
+static inline uint64_t blk_errors_total(const struct blk_errors *e)
+{
+	return __atomic_load_n(&e->read, __ATOMIC_RELAXED) +
+	       __atomic_load_n(&e->write, __ATOMIC_RELAXED) +
+	       __atomic_load_n(&e->flush, __ATOMIC_RELAXED) +
+	       __atomic_load_n(&e->other, __ATOMIC_RELAXED);
+}
 
 /* A completion: res is bytes moved (READ/WRITE), 0, or -errno. */
 typedef void (*blk_done_fn)(void *tag, int res);
@@ -142,5 +177,19 @@ bool blkq_spin(struct blk_queue *q, uint64_t ns, bool (*more)(void *),
 
 /* Requests queued or in flight. */
 unsigned int blkq_inflight(const struct blk_queue *q);
+
+/* The queue's io_uring failed (blkq_reap or blkq_wait returned an error
+ * the caller cannot wait out): completes every request still in flight,
+ * with its real result where the kernel still delivers one (everything is
+ * cancelled and reaped while the ring answers), else with err. From then
+ * on every blkq_* operation on q fails with -EIO at once; the owner stops
+ * using q and destroys it. */
+void blkq_abort(struct blk_queue *q, int err);
+
+/* Tests only: when set, every completion's result goes through it before
+ * the backend interprets it, so that a test can make a disk fail (EIO,
+ * ENOSPC, EOPNOTSUPP) without a failing disk. NULL in production. */
+extern int (*blkq_test_result)(const struct blk_backend *be, enum blk_op op,
+			       int res);
 
 #endif

@@ -188,6 +188,7 @@ int blk_open(struct blk_backend *be, const struct disk_cfg *cfg, char *err,
 			goto fail_errno;
 		}
 	}
+	be->path = strdup(cfg->path);
 	snprintf(be->serial, sizeof(be->serial), "iovm%08llx%08llx",
 		 (unsigned long long)(st.st_ino & 0xffffffffu),
 		 (unsigned long long)(st.st_dev & 0xffffffffu));
@@ -207,7 +208,20 @@ void blk_close(struct blk_backend *be)
 	if (be->fd_buffered >= 0)
 		close(be->fd_buffered);
 	be->fd = be->fd_buffered = -1;
+	free(be->path);
+	be->path = NULL;
 }
+
+int blk_flush(struct blk_backend *be)
+{
+	/* fdatasync syncs the inode, whichever of our two descriptors wrote
+	 * the data. */
+	if (be->ro || be->fd < 0)
+		return 0;
+	return fdatasync(be->fd) ? -errno : 0;
+}
+
+int (*blkq_test_result)(const struct blk_backend *be, enum blk_op op, int res);
 
 enum { SLOT_POLL = 100, SLOT_ZCHUNK, SLOT_HELPER };
 
@@ -225,6 +239,7 @@ struct blk_slot {
 	blk_done_fn done;
 	void *tag;
 	int res;
+	bool busy;		/* taken: queued, in flight or deferred */
 	struct blk_slot *next;
 	/* Zeroing: the fallocate mode tried (index into zero_method) or the
 	 * writes of zeroes; res holds their first error. */
@@ -273,6 +288,7 @@ struct blk_queue {
 	struct blk_slot *zfree;
 	struct blk_slot *zwait, **zwait_tail;	/* requests wanting chunks */
 	struct blk_helper helper;
+	bool dead;		/* blkq_abort ran: every operation fails */
 };
 
 struct blk_queue *blkq_create(unsigned int depth)
@@ -332,15 +348,23 @@ fail:
 	return NULL;
 }
 
+/* Stops the thread once it has run every discard it was given (their
+ * results stay on its done list for whoever reaps or fails them). */
+static void helper_join(struct blk_helper *h)
+{
+	if (!h->started)
+		return;
+	pthread_mutex_lock(&h->lock);
+	h->stop = true;
+	pthread_cond_signal(&h->cond);
+	pthread_mutex_unlock(&h->lock);
+	pthread_join(h->thread, NULL);
+	h->started = false;
+}
+
 static void helper_stop(struct blk_helper *h)
 {
-	if (h->started) {
-		pthread_mutex_lock(&h->lock);
-		h->stop = true;
-		pthread_cond_signal(&h->cond);
-		pthread_mutex_unlock(&h->lock);
-		pthread_join(h->thread, NULL);
-	}
+	helper_join(h);
 	if (h->efd >= 0)
 		close(h->efd);
 	pthread_cond_destroy(&h->cond);
@@ -408,11 +432,13 @@ static struct blk_slot *slot_get(struct blk_queue *q)
 		return NULL;
 	q->free = s->next;
 	q->used++;
+	s->busy = true;
 	return s;
 }
 
 static void slot_put(struct blk_queue *q, struct blk_slot *s)
 {
+	s->busy = false;
 	s->next = q->free;
 	q->free = s;
 	q->used--;
@@ -474,6 +500,8 @@ int blkq_rw(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	uint64_t len = 0;
 	int ret;
 
+	if (q->dead)
+		return -EIO;
 	if (op != BLK_OP_READ && op != BLK_OP_WRITE)
 		return -EINVAL;
 	if (op == BLK_OP_WRITE && be->ro)
@@ -510,11 +538,11 @@ int blkq_rw(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 int blkq_flush(struct blk_queue *q, struct blk_backend *be, blk_done_fn done,
 	       void *tag)
 {
-	struct blk_slot *s = slot_get(q);
+	struct blk_slot *s = q->dead ? NULL : slot_get(q);
 	struct io_uring_sqe *sqe;
 
 	if (!s)
-		return -EAGAIN;
+		return q->dead ? -EIO : -EAGAIN;
 	s->op = BLK_OP_FLUSH;
 	s->be = be;
 	s->done = done;
@@ -896,6 +924,8 @@ int blkq_discard(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	struct io_uring_sqe *sqe;
 	int ret;
 
+	if (q->dead)
+		return -EIO;
 	if (op != BLK_OP_DISCARD && op != BLK_OP_WRITE_ZEROES &&
 	    op != BLK_OP_ZERO_UNMAP)
 		return -EINVAL;
@@ -957,6 +987,8 @@ int blkq_poll(struct blk_queue *q, int fd, blk_done_fn done, void *tag)
 	struct blk_slot *s = q->free_polls;
 	struct io_uring_sqe *sqe;
 
+	if (q->dead)
+		return -EIO;
 	if (!s)
 		return -EAGAIN;
 	sqe = get_sqe(q);
@@ -976,6 +1008,8 @@ int blkq_submit(struct blk_queue *q)
 {
 	int ret;
 
+	if (q->dead)
+		return -EIO;
 	helper_arm(q);	/* if the ring was full when it was due */
 	if (!q->unsubmitted)
 		return 0;
@@ -1035,6 +1069,8 @@ static int finish_short(struct blk_slot *s, uint64_t done)
 
 static int complete_res(struct blk_queue *q, struct blk_slot *s, int res)
 {
+	if (blkq_test_result)
+		res = blkq_test_result(s->be, s->op, res);
 	switch (s->op) {
 	case BLK_OP_READ:
 	case BLK_OP_WRITE:
@@ -1099,6 +1135,8 @@ static int reap_ready(struct blk_queue *q)
 		int res = cqe->res;
 
 		io_uring_cqe_seen(&q->ring, cqe);
+		if (!s)
+			continue;	/* blkq_abort's cancel */
 		n++;
 		if (s->op == SLOT_POLL) {
 			blk_done_fn done = s->done;
@@ -1154,6 +1192,8 @@ bool blkq_spin(struct blk_queue *q, uint64_t ns, bool (*more)(void *),
 
 int blkq_wait(struct blk_queue *q)
 {
+	if (q->dead)
+		return -EIO;
 	if (q->deferred)
 		return 0;
 	helper_arm(q);
@@ -1171,6 +1211,8 @@ int blkq_reap(struct blk_queue *q, bool wait)
 {
 	int n;
 
+	if (q->dead)
+		return -EIO;
 	if (q->efd >= 0) {
 		uint64_t v;
 
@@ -1188,4 +1230,55 @@ int blkq_reap(struct blk_queue *q, bool wait)
 	/* What the callbacks queued goes out with the caller's blkq_submit
 	 * or, in one system call, with its next blocking blkq_reap. */
 	return n;
+}
+
+/* How long blkq_abort waits for the kernel's answers while none comes:
+ * a ring that failed may have lost completions (-EBADR) that will never
+ * arrive. */
+#define BLKQ_ABORT_WAIT_S 10
+
+void blkq_abort(struct blk_queue *q, int err)
+{
+	struct io_uring_sqe *sqe;
+
+	if (q->dead)
+		return;
+	/* What is done already is reported as it came out. */
+	reap_ready(q);
+	/* The kernel may still own requests (and write into their buffers):
+	 * ask it to cancel them all and take its answers while the ring
+	 * gives them. */
+	sqe = io_uring_get_sqe(&q->ring);
+	if (sqe) {
+		io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
+		io_uring_sqe_set_data(sqe, NULL);
+	}
+	for (unsigned int idle = 0; q->used && idle < BLKQ_ABORT_WAIT_S;) {
+		struct __kernel_timespec ts = { .tv_sec = 1 };
+		struct io_uring_cqe *cqe;
+		int ret = io_uring_submit_and_wait_timeout(&q->ring, &cqe, 1, &ts, NULL);
+
+		if (ret == -ETIME) {
+			idle++;
+			continue;
+		}
+		if (ret < 0 && ret != -EINTR)
+			break;
+		q->unsubmitted = 0;
+		if (reap_ready(q))
+			idle = 0;
+	}
+	/* New requests from the callbacks below fail at once. */
+	q->dead = true;
+	/* No thread may touch a slot once it is failed below: the discard
+	 * helper runs out its list and stops, and its requests are failed
+	 * with the rest. */
+	helper_join(&q->helper);
+	for (unsigned int i = 0; i < q->depth && q->used; i++)
+		if (q->slots[i].busy)
+			finish(q, &q->slots[i], err);
+	q->deferred = NULL;
+	q->deferred_tail = &q->deferred;
+	q->zwait = NULL;
+	q->zwait_tail = &q->zwait;
 }

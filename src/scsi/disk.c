@@ -2,9 +2,11 @@
  * over a block backend. READ and WRITE go straight between the HBA's iovecs
  * and the backend; everything else is emulated on small stack buffers. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/log.h"
 #include "scsi/disk.h"
 
 /* Operation codes. */
@@ -78,6 +80,7 @@ struct scsi_disk {
 	bool dsense;
 	bool stopped;
 	uint8_t ua;		/* 0 or the ASCQ of a pending 29h unit attention */
+	struct blk_errors errors;	/* what the backend failed */
 };
 
 /* A sense condition found while checking a command. field >= 0 points at
@@ -304,6 +307,7 @@ static void check(struct scsi_req *req, uint8_t key, uint16_t asc)
 /* ---- completion ---- */
 
 static void io_done(void *tag, int res);
+static void io_error(struct scsi_req *req);
 
 static void complete(struct scsi_req *req)
 {
@@ -312,6 +316,7 @@ static void complete(struct scsi_req *req)
 		req->status = SAM_STAT_TASK_ABORTED;
 		req->sense_len = 0;
 	} else if (req->err) {
+		io_error(req);
 		if (req->err == -ENOSPC && req->is_write)
 			check(req, SENSE_DATA_PROTECT, ASC_SPACE_ALLOC_FAILED);
 		else
@@ -1583,5 +1588,65 @@ struct scsi_disk *scsi_disk_create(struct blk_backend *be,
 
 void scsi_disk_destroy(struct scsi_disk *d)
 {
+	const struct blk_errors *e = &d->errors;
+
+	if (blk_errors_total(e))
+		pr_warn("scsi disk %s: I/O errors: %llu reads, %llu writes, %llu flushes, %llu other",
+			blk_name(d->be), (unsigned long long)e->read,
+			(unsigned long long)e->write, (unsigned long long)e->flush,
+			(unsigned long long)e->other);
 	free(d);
+}
+
+/* ---- errors ---- */
+
+static enum blk_op error_op(const struct scsi_req *req)
+{
+	switch (req->stage) {
+	case ST_RW:
+	case ST_SEG:
+		return req->is_write ? BLK_OP_WRITE : BLK_OP_READ;
+	case ST_FLUSH:
+	case ST_STOP:
+		return BLK_OP_FLUSH;
+	default:
+		return BLK_OP_WRITE_ZEROES;
+	}
+}
+
+static const char *op_name(enum blk_op op)
+{
+	switch (op) {
+	case BLK_OP_READ:
+		return "read";
+	case BLK_OP_WRITE:
+		return "write";
+	case BLK_OP_FLUSH:
+		return "flush";
+	default:
+		return "unmap/write same";
+	}
+}
+
+/* The backend failed a command (the HBA reports CHECK CONDITION): counted,
+ * and logged however often it happens, rate-limited. Both HBAs (virtio-scsi,
+ * LSI) end here. */
+static void io_error(struct scsi_req *req)
+{
+	struct scsi_disk *d = req->disk;
+	enum blk_op op = error_op(req);
+
+	blk_errors_add(&d->errors, op);
+	pr_err_rated("scsi disk %s: %s (opcode 0x%02x) failed: %s", blk_name(d->be),
+		     op_name(op), req->op, strerror(-req->err));
+}
+
+void scsi_disk_count_error(struct scsi_disk *d, enum blk_op op)
+{
+	blk_errors_add(&d->errors, op);
+}
+
+const struct blk_errors *scsi_disk_errors(const struct scsi_disk *d)
+{
+	return &d->errors;
 }

@@ -184,6 +184,11 @@ void scsi_disk_reset(struct scsi_disk *d, bool nexus);
 void scsi_lun_absent_submit(const struct scsi_lun_map *luns,
 			    struct scsi_req *req);
 
+/* The backend errors the disk's commands met (counted since creation), and
+ * one its HBA met outside a command (the shutdown flush). */
+const struct blk_errors *scsi_disk_errors(const struct scsi_disk *d);
+void scsi_disk_count_error(struct scsi_disk *d, enum blk_op op);
+
 /* Write cache enabled (MODE SENSE caching page WCE), for HBAs and tests. */
 bool scsi_disk_wce(const struct scsi_disk *d);
 

@@ -85,9 +85,17 @@ static void lsi_pci_shutdown(void *opaque)
 	 * it asking this HBA (and wait for a call in progress) before the HBA
 	 * is freed. */
 	pci_irq_unbind(lp->pd, lp->irq_fd);
+	/* Drains the HBA's in-flight I/O; then what the guest wrote goes to
+	 * stable storage before the disks close. */
 	lsi_destroy(lp->hba);
-	for (unsigned int i = 0; i < lp->nbe; i++)
+	for (unsigned int i = 0; i < lp->nbe; i++) {
+		int ret = blk_flush(&lp->be[i]);
+
+		if (ret)
+			pr_err("lsi %s: flush: %s", blk_name(&lp->be[i]),
+			       strerror(-ret));
 		blk_close(&lp->be[i]);
+	}
 	close(lp->irq_fd);
 	free(lp);
 }

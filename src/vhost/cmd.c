@@ -309,6 +309,11 @@ static int serve(struct vhu_cmd *c, struct virtio_dev *dev)
 	}
 	status = vhu_server_run(s, c->socket, c->fd, c->once);
 	vhu_server_free(s);
+	/* Queues stopped, the disks are flushed: once, as the device flushes
+	 * only what ran since its last flush (the last client's departure
+	 * did it already); destroy only frees. */
+	if (dev->ops->flush)
+		dev->ops->flush(dev);
 	dev->ops->destroy(dev);
 	free_disks(c);
 	return status;

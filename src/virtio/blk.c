@@ -84,6 +84,11 @@ struct vblk {
 	struct blk_backend be;
 	struct vblk_queue q[VIRTIO_BLK_MAX_QUEUES];
 	uint8_t config[VIRTIO_BLK_CFG_LEN];
+	struct blk_errors errors;	/* what the backend failed */
+	/* A queue ran since the last flush: there may be writes to flush.
+	 * Queues start, stop and flush from the transport's one control
+	 * thread. */
+	bool unflushed;
 };
 
 struct blk_outhdr {
@@ -120,14 +125,64 @@ static void req_finish(struct vblk_req *r, uint8_t status, uint32_t len)
 	q->w.inflight--;
 }
 
+static enum blk_op type_op(uint32_t type)
+{
+	switch (type) {
+	case VIRTIO_BLK_T_IN:
+		return BLK_OP_READ;
+	case VIRTIO_BLK_T_OUT:
+		return BLK_OP_WRITE;
+	case VIRTIO_BLK_T_FLUSH:
+		return BLK_OP_FLUSH;
+	default:
+		return BLK_OP_DISCARD;
+	}
+}
+
+static const char *type_name(uint32_t type)
+{
+	switch (type) {
+	case VIRTIO_BLK_T_IN:
+		return "read";
+	case VIRTIO_BLK_T_OUT:
+		return "write";
+	case VIRTIO_BLK_T_FLUSH:
+		return "flush";
+	case VIRTIO_BLK_T_DISCARD:
+		return "discard";
+	default:
+		return "write zeroes";
+	}
+}
+
+/* The backend failed a request (the guest gets IOERR): counted, and
+ * logged however often it happens, rate-limited. */
+static void io_error(struct vblk *b, uint32_t type, uint64_t sector,
+		     uint64_t bytes, int res)
+{
+	blk_errors_add(&b->errors, type_op(type));
+	if (type == VIRTIO_BLK_T_IN || type == VIRTIO_BLK_T_OUT)
+		pr_err_rated("virtio-blk %s: %s of %llu bytes at sector %llu failed: %s",
+			     blk_name(&b->be), type_name(type),
+			     (unsigned long long)bytes, (unsigned long long)sector,
+			     strerror(-res));
+	else
+		pr_err_rated("virtio-blk %s: %s failed: %s", blk_name(&b->be),
+			     type_name(type), strerror(-res));
+}
+
 static void req_done(void *tag, int res)
 {
 	struct vblk_req *r = tag;
 
-	if (res < 0 || (r->type == VIRTIO_BLK_T_IN && (uint32_t)res != r->data_len)) {
-		if (res < 0)
-			pr_guest("virtio-blk: request type %u failed: %s",
-				 r->type, strerror(-res));
+	/* A discard is a hint (reads after it may return the old data): a
+	 * file system that cannot punch holes just keeps the blocks. */
+	if (res == -EOPNOTSUPP && r->type == VIRTIO_BLK_T_DISCARD)
+		res = 0;
+	if (res >= 0 && r->type == VIRTIO_BLK_T_IN && (uint32_t)res != r->data_len)
+		res = -EIO;
+	if (res < 0) {
+		io_error(r->q->b, r->type, r->sector, r->data_len, res);
 		req_finish(r, VIRTIO_BLK_S_IOERR, 1);
 		return;
 	}
@@ -195,8 +250,8 @@ static void merge_done(void *tag, int res)
 	struct vblk_req *r = m->first;
 	bool ok = res >= 0 && (uint64_t)res == m->bytes;
 
-	if (!ok && res < 0)
-		pr_guest("virtio-blk: merged request failed: %s", strerror(-res));
+	if (!ok)
+		io_error(q->b, r->type, r->sector, m->bytes, res < 0 ? res : -EIO);
 	while (r) {
 		struct vblk_req *next = r->merge_next;
 
@@ -337,6 +392,7 @@ static void req_start(struct vblk_queue *q, struct vblk_req *r,
 		if (b->be.ro || data_len % 512 || data_len > BLK_MAX_RW ||
 		    !sectors_ok(&b->be, h.sector, data_len))
 			break;
+		r->data_len = data_len;	/* for messages */
 		r->used_len = 1;
 		r->data_iov = iov + first;
 		r->data_cnt = out - first;
@@ -472,6 +528,7 @@ static int vblk_queue_start(struct virtio_dev *dev, unsigned int index,
 	ret = vqworker_open(&q->w, index, vq, q->pool_size);
 	if (ret)
 		return ret;
+	b->unflushed = true;
 	snprintf(name, sizeof(name), "iovm-blk%u", index);
 	ret = vqworker_run(&q->w, name);
 	if (ret)
@@ -509,18 +566,32 @@ static int vblk_features_ok(struct virtio_dev *dev)
 	return 0;
 }
 
+/* Once per stop of the queues, however many times the transport asks
+ * (vhost-user's disconnect runs again when the server is freed). */
 static void vblk_flush(struct virtio_dev *dev)
 {
 	struct vblk *b = to_vblk(dev);
+	int ret;
 
-	if (!b->be.ro && fdatasync(b->be.fd))
-		pr_err("virtio-blk: flushing %s: %s", b->dev.name,
-		       strerror(errno));
+	if (!b->unflushed)
+		return;
+	b->unflushed = false;
+	for (unsigned int i = 0; i < dev->num_queues; i++)
+		if (b->q[i].w.running)
+			b->unflushed = true;	/* still writing */
+	ret = blk_flush(&b->be);
+	if (ret) {
+		blk_errors_add(&b->errors, BLK_OP_FLUSH);
+		pr_err("virtio-blk %s: flush: %s", blk_name(&b->be), strerror(-ret));
+	}
 }
 
+/* The transport flushed already (ops->flush, once its queues stopped):
+ * destroying only frees. */
 static void vblk_destroy(struct virtio_dev *dev)
 {
 	struct vblk *b = to_vblk(dev);
+	const struct blk_errors *e = &b->errors;
 
 	for (unsigned int i = 0; i < dev->num_queues; i++) {
 		vblk_queue_stop(dev, i);
@@ -528,9 +599,18 @@ static void vblk_destroy(struct virtio_dev *dev)
 		free(b->q[i].iovs);
 		free(b->q[i].merge);
 	}
-	vblk_flush(dev);
+	if (blk_errors_total(e))
+		pr_warn("virtio-blk %s: I/O errors: %llu reads, %llu writes, %llu flushes, %llu other",
+			blk_name(&b->be), (unsigned long long)e->read,
+			(unsigned long long)e->write, (unsigned long long)e->flush,
+			(unsigned long long)e->other);
 	blk_close(&b->be);
 	free(b);
+}
+
+const struct blk_errors *virtio_blk_errors(struct virtio_dev *dev)
+{
+	return &to_vblk(dev)->errors;
 }
 
 static const struct virtio_dev_ops vblk_ops = {

@@ -66,4 +66,8 @@ struct virtio_dev *virtio_blk_create(const struct disk_cfg *cfg,
 				     unsigned int default_queues, char *err,
 				     size_t errlen);
 
+struct blk_errors;
+/* The backend errors the device has seen (counted since creation). */
+const struct blk_errors *virtio_blk_errors(struct virtio_dev *dev);
+
 #endif

@@ -109,6 +109,9 @@ struct vscsi {
 	bool ctrl_stop;
 	struct qwake ctrl_wake;	/* stops the control thread */
 	bool ctrl_broken;
+	/* A request queue ran since the last flush (queues start, stop and
+	 * flush from the transport's one control thread). */
+	bool unflushed;
 	struct vscsi_queue q[VIRTIO_SCSI_MAX_QUEUES];
 };
 
@@ -511,6 +514,7 @@ static int req_queue_start(struct vscsi *s, unsigned int index, struct virtq *vq
 	q->mbox = NULL;
 	q->alive = true;
 	pthread_mutex_unlock(&q->mbox_lock);
+	s->unflushed = true;
 	snprintf(name, sizeof(name), "iovm-scsi%u", index - VIRTIO_SCSI_REQ_Q0);
 	ret = vqworker_run(&q->w, name);
 	if (ret) {
@@ -809,23 +813,38 @@ static int vscsi_features_ok(struct virtio_dev *dev)
 	return 0;
 }
 
+/* Every disk once per stop of the queues, however many times the
+ * transport asks (vhost-user's disconnect runs again when the server is
+ * freed). */
 static void vscsi_flush(struct virtio_dev *dev)
 {
 	struct vscsi *s = to_vscsi(dev);
 
-	for (unsigned int i = 0; i < s->nlus; i++)
-		if (!s->lus[i].be.ro && fdatasync(s->lus[i].be.fd))
-			pr_err("virtio-scsi: flushing %s: %s", s->lus[i].path,
-			       strerror(errno));
+	if (!s->unflushed)
+		return;
+	s->unflushed = false;
+	for (unsigned int i = VIRTIO_SCSI_REQ_Q0; i < dev->num_queues; i++)
+		if (s->q[i - VIRTIO_SCSI_REQ_Q0].w.running)
+			s->unflushed = true;	/* still writing */
+	for (unsigned int i = 0; i < s->nlus; i++) {
+		int ret = blk_flush(&s->lus[i].be);
+
+		if (ret) {
+			scsi_disk_count_error(s->lus[i].disk, BLK_OP_FLUSH);
+			pr_err("virtio-scsi %s: flush: %s", s->lus[i].path,
+			       strerror(-ret));
+		}
+	}
 }
 
 static void vscsi_destroy(struct virtio_dev *dev)
 {
 	struct vscsi *s = to_vscsi(dev);
 
+	/* The transport flushed already (ops->flush, once the queues
+	 * stopped): destroying only frees. */
 	for (unsigned int i = 0; i < dev->num_queues; i++)
 		vscsi_queue_stop(dev, i);
-	vscsi_flush(dev);
 	for (unsigned int i = 0; i < VIRTIO_SCSI_MAX_QUEUES; i++) {
 		free(s->q[i].reqs);
 		free(s->q[i].iovs);

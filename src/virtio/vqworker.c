@@ -201,6 +201,26 @@ static uint64_t spin_ns(struct vqworker *w, enum activity last, bool answer)
 	return ns < w->spin_ns ? ns : w->spin_ns;
 }
 
+/* The queue's io_uring failed: the thread cannot wait for anything any
+ * more. Every request in flight completes (with its real result where the
+ * kernel still gives one, else an error status), the device asks for a
+ * reset, and the thread ends; the guest sees errors, never a hang, and a
+ * TMF waiting on these requests gets its answer. */
+static void queue_failed(struct vqworker *w, int err)
+{
+	pr_err("%s queue %u: io_uring: %s; failing its %u requests in flight, device needs reset",
+	       w->name, w->index, strerror(-err), w->inflight);
+	if (!w->broken) {
+		w->broken = true;	/* nothing more is popped */
+		if (w->dev->transport.needs_reset)
+			w->dev->transport.needs_reset(w->dev);
+	}
+	blkq_abort(w->bq, -EIO);
+	if (w->inflight)
+		pr_err("%s queue %u: %u requests still in flight after failing the queue",
+		       w->name, w->index, w->inflight);
+}
+
 static void *queue_thread(void *arg)
 {
 	struct vqworker *w = arg;
@@ -245,8 +265,7 @@ static void *queue_thread(void *arg)
 			ret = blkq_reap(w->bq, false);
 		last = ret > 0 ? REAPED : busy ? POPPED : IDLE;
 		if (ret < 0) {
-			pr_err("%s queue %u: io_uring: %s", w->name, w->index,
-			       strerror(-ret));
+			queue_failed(w, ret);
 			break;
 		}
 		if (w->ops->scan)

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "lib/log.h"
 #include "scsi/disk.h"
 
 #define NBLOCKS 2048u
@@ -668,6 +669,56 @@ static void test_medium_error(void **state)
 		     SENSE_MEDIUM_ERROR, 0x0c, 0, 0, 0);
 }
 
+static uint64_t fake_now;
+static unsigned int error_lines, suppressed_lines;
+static char last_line[256];
+
+static uint64_t fake_clock(void)
+{
+	return fake_now;
+}
+
+static void count_line(const char *line)
+{
+	if (strstr(line, "scsi disk") && strstr(line, "read (opcode 0x28) failed"))
+		error_lines++;
+	if (strstr(line, "similar messages suppressed")) {
+		suppressed_lines++;
+		snprintf(last_line, sizeof(last_line), "%s", line);
+	}
+}
+
+/* Every failed command reaches the log (both HBAs complete through the
+ * target): LOG_RATE_BURST lines per interval, then how many were left out
+ * once the interval is over; each is counted in the disk's state. */
+static void test_errors_logged_rated(void **state)
+{
+	static uint8_t b[BS];
+	const struct blk_errors *e = scsi_disk_errors(E.d);
+	unsigned int n = LOG_RATE_BURST + 5;
+	struct blk_errors before = *e;	/* the group shares one disk */
+
+	fake_now = 1;
+	error_lines = suppressed_lines = 0;
+	log_set_clock(fake_clock);
+	log_set_sink(count_line);
+	for (unsigned int i = 0; i < n; i++)
+		expect_sense(RUN(SCSI_DIR_FROM_DEV, b, BS, 0x28, 0, 0, 0, 0, i, 0, 0, 1, 0),
+			     SENSE_MEDIUM_ERROR, 0x11, 0, 0, 0);
+	assert_int_equal(error_lines, LOG_RATE_BURST);
+	assert_int_equal(suppressed_lines, 0);
+	fake_now += LOG_RATE_INTERVAL_NS;
+	expect_sense(RUN(SCSI_DIR_FROM_DEV, b, BS, 0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0),
+		     SENSE_MEDIUM_ERROR, 0x11, 0, 0, 0);
+	log_set_sink(NULL);
+	log_set_clock(NULL);
+	assert_int_equal(error_lines, LOG_RATE_BURST + 1);
+	assert_int_equal(suppressed_lines, 1);
+	assert_non_null(strstr(last_line, " 5 similar messages suppressed"));
+	assert_int_equal(e->read - before.read, n + 1);
+	assert_int_equal(blk_errors_total(e) - blk_errors_total(&before), n + 1);
+}
+
 static void test_read_only(void **state)
 {
 	static uint8_t b[BS];
@@ -1100,6 +1151,7 @@ int main(void)
 	};
 	const struct CMUnitTest broken_read[] = {
 		cmocka_unit_test(test_medium_error),
+		cmocka_unit_test(test_errors_logged_rated),
 	};
 	const struct CMUnitTest broken_flush[] = {
 		cmocka_unit_test(test_wce_semantics),

@@ -21,6 +21,7 @@
 
 #include "../block/blk_hold.h"
 #include "scsi/disk.h"
+#include "uring_fail.h"
 #include "vdriver.h"
 #include "virtio/scsi.h"
 
@@ -662,6 +663,59 @@ static void test_tmf_abort_in_flight(void **state)
 	close(wb);
 }
 
+/* The queue's io_uring fails with a READ held in the kernel and a TMF
+ * waiting for it: both READs in flight complete (MEDIUM ERROR), the TMF
+ * gets its answer, the device asks for a reset, the other queue goes on. */
+static void test_uring_failure(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t buf = vdriver_alloc(&f->d, 2 * 512);
+	struct cmd a, b;
+	struct ctl t;
+	struct resp r;
+	uint32_t id, len;
+	int wa;
+
+	hold_reads(f, 2, &wa);
+	add_cmd(f, RQ0, &a, 3, 0, 100, CDB(0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0), buf, 512, true);
+	vdriver_kick(&f->d, RQ0);
+	/* ABORT TASK waits for the held read */
+	add_tmf(f, &t, VIRTIO_SCSI_T_TMF_ABORT_TASK, 3, 0, 100);
+	vdriver_kick(&f->d, CTRL);
+	/* the next read breaks the queue's ring */
+	uring_fail_arm(true);
+	add_cmd(f, RQ0, &b, 0, 0, 101, CDB(0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0), buf + 512,
+		512, true);
+	vdriver_kick(&f->d, RQ0);
+	for (int n = 0; n < 2; n++) {
+		struct cmd *c;
+
+		assert_int_equal(vdriver_wait_used(&f->d, RQ0, &id, &len, WAIT_MS), 1);
+		c = (int)id == a.head ? &a : &b;
+		assert_true((int)id == c->head);
+		read_resp(f, c, &r);
+		if (r.response == VIRTIO_SCSI_S_ABORTED)
+			continue;	/* the TMF took it before the failure */
+		assert_int_equal(r.response, VIRTIO_SCSI_S_OK);
+		assert_int_equal(r.status, SAM_STAT_CHECK_CONDITION);
+		assert_int_equal(r.sense[2], SENSE_MEDIUM_ERROR);
+	}
+	assert_int_equal(vdriver_wait_used(&f->d, CTRL, &id, &len, WAIT_MS), 1);
+	assert_int_equal(id, t.head);
+	assert_int_equal(*(uint8_t *)vdriver_ptr(&f->d, t.resp, 1),
+			 VIRTIO_SCSI_S_FUNCTION_COMPLETE);
+	assert_true(uring_fail_count() > 0);
+	assert_int_equal(f->d.needs_reset, 1);
+	uring_fail_arm(false);
+	/* later TMFs are answered too; the other queue still works */
+	assert_int_equal(tmf(f, VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, 0, 0, 0),
+			 VIRTIO_SCSI_S_FUNCTION_COMPLETE);
+	run_cmd(f, RQ0 + 1, 0, 0, CDB(0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0), buf, 512, true, &r);
+	assert_int_equal(r.response, VIRTIO_SCSI_S_OK);
+	close(wa);	/* the held read ends (EOF) */
+	uring_fail_reset();
+}
+
 static void test_tmf_responses(void **state)
 {
 	struct fixture *f = *state;
@@ -993,6 +1047,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ctrl_malformed, setup, teardown),
 		cmocka_unit_test(test_create_errors),
 		cmocka_unit_test(test_big_write_same_does_not_block),
+		cmocka_unit_test_setup_teardown(test_uring_failure, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("virtio-scsi", tests, NULL, NULL);

@@ -13,8 +13,12 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <pthread.h>
 
 #include "../block/blk_hold.h"
+#include "block/backend.h"
+#include "lib/log.h"
+#include "uring_fail.h"
 #include "vdriver.h"
 #include "virtio/blk.h"
 
@@ -775,6 +779,146 @@ static void test_open_error(void **state)
 	assert_non_null(strstr(err, "/nonexistent/disk.img"));
 }
 
+/* ---- backend errors: logged however many, counted, and io_uring failure ---- */
+
+static uint64_t fake_now;
+static pthread_mutex_t lines_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned int read_lines, suppressed_lines;
+static char last_suppressed[256];
+
+static uint64_t fake_clock(void)
+{
+	return __atomic_load_n(&fake_now, __ATOMIC_RELAXED);
+}
+
+/* Log lines come from the queue threads. */
+static void count_line(const char *line)
+{
+	pthread_mutex_lock(&lines_lock);
+	if (strstr(line, "virtio-blk") && strstr(line, "read of"))
+		read_lines++;
+	if (strstr(line, "similar messages suppressed")) {
+		suppressed_lines++;
+		snprintf(last_suppressed, sizeof(last_suppressed), "%s", line);
+	}
+	pthread_mutex_unlock(&lines_lock);
+}
+
+static int fail_reads(const struct blk_backend *be, enum blk_op op, int res)
+{
+	return op == BLK_OP_READ ? -EIO : res;
+}
+
+static int no_hole_punching(const struct blk_backend *be, enum blk_op op, int res)
+{
+	return op == BLK_OP_DISCARD ? -EOPNOTSUPP : res;
+}
+
+/* A disk that fails every read: the 9th and later errors still reach the
+ * log, LOG_RATE_BURST lines per interval and then a count of the rest
+ * once the clock (the test's) moves on; every one is counted. */
+static void test_errors_logged_rated(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t buf = vdriver_alloc(&f->d, 4096);
+	const struct blk_errors *e = virtio_blk_errors(f->dev);
+	unsigned int n = LOG_RATE_BURST + 10;
+
+	read_lines = suppressed_lines = 0;
+	fake_now = 1000;
+	log_set_clock(fake_clock);
+	log_set_sink(count_line);
+	blkq_test_result = fail_reads;
+	for (unsigned int i = 0; i < n; i++)
+		assert_int_equal(run(f, 0, VIRTIO_BLK_T_IN, i * 64, buf, 4096, true, NULL),
+				 VIRTIO_BLK_S_IOERR);
+	assert_int_equal(read_lines, LOG_RATE_BURST);
+	assert_int_equal(suppressed_lines, 0);
+	assert_int_equal(e->read, n);
+	/* the next interval: the count of what was left out, then the line */
+	__atomic_store_n(&fake_now, fake_now + LOG_RATE_INTERVAL_NS, __ATOMIC_RELAXED);
+	assert_int_equal(run(f, 1, VIRTIO_BLK_T_IN, 8, buf, 4096, true, NULL),
+			 VIRTIO_BLK_S_IOERR);
+	blkq_test_result = NULL;
+	log_set_sink(NULL);
+	log_set_clock(NULL);
+	assert_int_equal(suppressed_lines, 1);
+	assert_non_null(strstr(last_suppressed, " 10 similar messages suppressed"));
+	assert_int_equal(read_lines, LOG_RATE_BURST + 1);
+	assert_int_equal(e->read, n + 1);
+	assert_int_equal(e->write + e->flush + e->other, 0);
+	/* writes still work, and are not counted */
+	assert_int_equal(run(f, 0, VIRTIO_BLK_T_OUT, 0, buf, 4096, false, NULL),
+			 VIRTIO_BLK_S_OK);
+	assert_int_equal(blk_errors_total(e), n + 1);
+	assert_int_equal(f->d.needs_reset, 0);
+}
+
+/* DISCARD on a file system without hole punching: a hint the disk may
+ * ignore, so OK (fstrim must not fail), and not an error. */
+static void test_discard_unsupported(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t seg = vdriver_alloc(&f->d, 16);
+	struct { uint64_t sector; uint32_t num, flags; } *s =
+		vdriver_ptr(&f->d, seg, 16);
+
+	assert_true(f->dev->guest_features & (1ull << VIRTIO_BLK_F_DISCARD));
+	blkq_test_result = no_hole_punching;
+	*s = (typeof(*s)){ 8, 8, 0 };
+	assert_int_equal(run(f, 0, VIRTIO_BLK_T_DISCARD, 0, seg, 16, false, NULL),
+			 VIRTIO_BLK_S_OK);
+	blkq_test_result = NULL;
+	assert_int_equal(blk_errors_total(virtio_blk_errors(f->dev)), 0);
+}
+
+/* The queue's io_uring fails with requests in flight: every one of them
+ * completes (IOERR), the device asks for a reset, the other queue goes on. */
+static void test_uring_failure(void **state)
+{
+	struct fixture *f = *state;
+	enum { N = 8 };
+	uint64_t buf = vdriver_alloc(&f->d, N * 4096);
+	struct breq r[N];
+	bool seen[N] = { false };
+	uint32_t id, len;
+
+	assert_int_equal(run(f, 0, VIRTIO_BLK_T_IN, 0, buf, 4096, true, NULL),
+			 VIRTIO_BLK_S_OK);
+	uring_fail_arm(true);
+	/* all N reach the device at once: it takes them all before it
+	 * submits any */
+	vdriver_hold_avail(&f->d, 0, true);
+	for (unsigned int i = 0; i < N; i++)
+		add_req(f, 0, &r[i], VIRTIO_BLK_T_IN, i * 64, buf + i * 4096, 4096,
+			true, false);
+	vdriver_hold_avail(&f->d, 0, false);
+	vdriver_kick(&f->d, 0);
+	for (unsigned int n = 0; n < N; n++) {
+		unsigned int i;
+
+		assert_int_equal(vdriver_wait_used(&f->d, 0, &id, &len, WAIT_MS), 1);
+		for (i = 0; i < N && r[i].head != (int)id; i++)
+			;
+		assert_true(i < N);
+		assert_false(seen[i]);
+		seen[i] = true;
+		assert_int_equal(status_of(f, &r[i]), VIRTIO_BLK_S_IOERR);
+	}
+	assert_true(uring_fail_count() > 0);
+	assert_int_equal(f->d.needs_reset, 1);
+	uring_fail_arm(false);
+	/* the other queue has its own ring */
+	assert_int_equal(run(f, 1, VIRTIO_BLK_T_IN, 0, buf, 4096, true, NULL),
+			 VIRTIO_BLK_S_OK);
+	/* a reset (stop, start) gives queue 0 a new ring that works */
+	vdriver_queue_stop(&f->d, 0);
+	uring_fail_reset();
+	assert_int_equal(vdriver_queue_start(&f->d, 0, QSZ), 0);
+	assert_int_equal(run(f, 0, VIRTIO_BLK_T_IN, 0, buf, 4096, true, NULL),
+			 VIRTIO_BLK_S_OK);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -802,6 +946,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_event_idx_device, setup, teardown),
 		cmocka_unit_test(test_open_error),
 		cmocka_unit_test(test_big_write_zeroes_does_not_block),
+		cmocka_unit_test_setup_teardown(test_errors_logged_rated, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_discard_unsupported, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_uring_failure, setup_nopoll, teardown),
+		cmocka_unit_test_setup_teardown(test_uring_failure, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -179,7 +179,17 @@ void vdriver_publish(struct vdriver *d, unsigned int qi, uint16_t head)
 
 	a[2 + (q->avail_idx & (q->size - 1))] = head;
 	q->avail_idx++;
-	__atomic_store_n(&a[1], q->avail_idx, __ATOMIC_RELEASE);
+	if (!q->hold_avail)
+		__atomic_store_n(&a[1], q->avail_idx, __ATOMIC_RELEASE);
+}
+
+void vdriver_hold_avail(struct vdriver *d, unsigned int qi, bool hold)
+{
+	struct vdq *q = &d->q[qi];
+
+	q->hold_avail = hold;
+	if (!hold)
+		__atomic_store_n(&avail(d, q)[1], q->avail_idx, __ATOMIC_RELEASE);
 }
 
 int vdriver_add(struct vdriver *d, unsigned int qi, const struct vbuf *b,

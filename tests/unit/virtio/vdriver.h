@@ -43,6 +43,7 @@ struct vdq {
 	uint16_t chain_len[VDRIVER_MAX_SIZE];	/* per head, for freeing */
 	uint64_t indirect_gpa[VDRIVER_MAX_SIZE];	/* 0: direct chain */
 	bool started;
+	bool hold_avail;	/* entries added, avail idx not yet moved */
 	uint64_t calls;		/* interrupts seen, not yet reported */
 };
 
@@ -84,6 +85,11 @@ int vdriver_add(struct vdriver *d, unsigned int qi, const struct vbuf *b,
 struct virtq_desc *vdriver_desc(struct vdriver *d, unsigned int qi,
 				unsigned int i);
 void vdriver_publish(struct vdriver *d, unsigned int qi, uint16_t head);
+
+/* hold: chains added from now on are not published (the avail index
+ * stays); !hold publishes them all with one store of the index, so the
+ * device sees the whole batch or nothing of it. */
+void vdriver_hold_avail(struct vdriver *d, unsigned int qi, bool hold);
 
 /* Notifies the device (writes the kick eventfd). */
 void vdriver_kick(struct vdriver *d, unsigned int qi);
