@@ -41,11 +41,12 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 KILLS=3
-# Completions each killed back-end makes before it stops: the guest's
-# whole run is several thousand requests (200 writes and flushes, 1024
-# writes and as many verify reads from fio's check, the load beside them
-# until the writes are done), so each stop comes while the load runs.
-STOP_AFTER=300
+# Completions each killed back-end makes before it stops. The guest's
+# 200 marked writes alone are at least 200 requests, more than the
+# KILLS * STOP_AFTER completions before the last stop, so every stop
+# comes before the guest is done writing, and so while its load runs (it
+# runs until then).
+STOP_AFTER=60
 # Requests in flight at each kill, at least: the load alone keeps 32
 # queued, and none completes once the back-end has stopped.
 MIN_HELD=8
@@ -95,7 +96,7 @@ fio --name=load --filename=/dev/vda --direct=1 --ioengine=libaio --rw=randwrite 
 	--runtime=3600 >/dev/null 2>&1 &
 load=$!
 fio --name=check --filename=/dev/vda --direct=1 --ioengine=libaio --rw=randwrite \
-	--bs=64k --iodepth=8 --offset=48M --size=8M --loops=8 \
+	--bs=64k --iodepth=8 --offset=48M --size=8M --loops=2 \
 	--verify=crc32c --do_verify=1 --verify_fatal=1 --minimal >/tmp/fio.out 2>&1 &
 fio=$!
 i=0
