@@ -1,8 +1,10 @@
 /* `iovm vhost-user-blk` and `iovm vhost-user-scsi`: iovm's virtio-blk and
  * virtio-scsi devices served to a vhost-user front-end (QEMU, Cloud
  * Hypervisor, ...) over a UNIX socket. */
+#include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +41,11 @@
 "  --print-capabilities  print the vhost-user capabilities (JSON) and exit\n"   \
 "  --once             exit after the first client disconnects instead of\n"     \
 "                     waiting for another\n"                                    \
+"  --test-stop-after N  test only: after N requests completed on a queue\n"   \
+"                     (since the front-end started it), complete no more;\n"   \
+"                     later requests stay in flight until iovm is killed.\n"  \
+"                     For crash tests of the inflight buffer\n"                \
+"                     (tests/guest/vhost-user-crash.sh); never in service\n"   \
 "  -v, --verbose      log every vhost-user message\n"                           \
 "  -q, --quiet        log errors only\n"                                        \
 "  -h, --help         show this help\n"                                         \
@@ -115,6 +122,7 @@ struct vhu_cmd {
 	int fd;			/* --fd, or -1 */
 	bool once;
 	bool read_only;		/* --read-only */
+	uint64_t test_stop_after;	/* --test-stop-after; 0: off */
 	struct disk_cfg disks[CONFIG_MAX_DISKS];
 	unsigned int ndisks;
 };
@@ -185,6 +193,7 @@ static int parse_args(struct vhu_cmd *c, int argc, char **argv)
 		{ "read-only", no_argument, NULL, 'r' },
 		{ "disk", required_argument, NULL, 'd' },
 		{ "once", no_argument, NULL, 'o' },
+		{ "test-stop-after", required_argument, NULL, 't' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -206,6 +215,20 @@ static int parse_args(struct vhu_cmd *c, int argc, char **argv)
 		case 'o':
 			c->once = true;
 			break;
+		case 't': {
+			char *end;
+			unsigned long long v;
+
+			errno = 0;
+			v = strtoull(optarg, &end, 10);
+			if (*optarg < '0' || *optarg > '9' || *end || errno || !v) {
+				fprintf(stderr, "iovm: %s: --test-stop-after wants a request "
+					"count of at least 1, got '%s'\n", c->name, optarg);
+				return -1;
+			}
+			c->test_stop_after = v;
+			break;
+		}
 		case 'f': {
 			char *end;
 			long v = strtol(optarg, &end, 10);
@@ -307,6 +330,10 @@ static int serve(struct vhu_cmd *c, struct virtio_dev *dev)
 		free_disks(c);
 		return 1;
 	}
+	if (c->test_stop_after)
+		pr_info("%s: --test-stop-after %" PRIu64 ": a test run, requests "
+			"will be left in flight", c->name, c->test_stop_after);
+	vhu_server_set_test_stop_after(s, c->test_stop_after);
 	status = vhu_server_run(s, c->socket, c->fd, c->once);
 	vhu_server_free(s);
 	/* Queues stopped, the disks are flushed: once, as the device flushes

@@ -64,6 +64,7 @@ struct vhu_server {
 	uint64_t protocol_features;	/* acked by SET_PROTOCOL_FEATURES */
 	int sock;
 	unsigned int send_timeout_ms;	/* for one reply to leave */
+	uint64_t test_stop_after;	/* --test-stop-after; 0: off */
 	/* The inflight buffer (SET_INFLIGHT_FD): one region per queue for
 	 * the first inflight_nq queues, whose rings must have
 	 * inflight_qsize entries; NULL: no tracking. */
@@ -184,6 +185,7 @@ static int queue_map(struct vhu_server *s, unsigned int i)
 			return fail(s, -EINVAL, "vring %u: size %u differs from the inflight "
 				    "buffer's queue size %u", i, q->num, s->inflight_qsize);
 		q->vq.inflight = &s->inflight[i];
+		q->vq.inflight->stop_after = s->test_stop_after;
 	}
 	if (virtq_init(&q->vq))
 		return fail(s, -EINVAL, q->vq.inflight ?
@@ -208,18 +210,24 @@ static int queue_sync(struct vhu_server *s, unsigned int i)
 	ret = queue_map(s, i);
 	if (ret)
 		return ret;
+	/* What recovery found, from fields the queue thread does not
+	 * change: once it runs it pops the resubmissions at once, so the
+	 * pending count read after queue_start would be anything from the
+	 * full count down to 0. */
+	if (q->vq.inflight && (q->vq.inflight->recovered || q->vq.inflight->finished))
+		pr_info("vhost-user: vring %u: resubmitting %u requests left in flight "
+			"by the previous back-end (%u completions it had published "
+			"finished)", i, q->vq.inflight->recovered, q->vq.inflight->finished);
 	ret = s->dev->ops->queue_start(s->dev, i, &q->vq);
 	if (ret)
 		return fail(s, ret, "vring %u: the device could not start it: %s", i,
 			    strerror(-ret));
 	q->running = true;
-	if (virtq_inflight_pending(&q->vq)) {
+	if (q->vq.inflight && q->vq.inflight->recovered) {
 		uint64_t one = 1;
 
 		/* The front-end will not kick for requests it already
 		 * kicked for: kick ourselves. */
-		pr_info("vhost-user: vring %u: resubmitting %u requests left in flight "
-			"by the previous back-end", i, virtq_inflight_pending(&q->vq));
 		if (write(q->kick_fd, &one, sizeof(one)) < 0)
 			pr_debug("vhost-user: vring %u kick: %s", i, strerror(errno));
 	}
@@ -1009,6 +1017,11 @@ struct vhu_server *vhu_server_new(struct virtio_dev *dev)
 void vhu_server_set_send_timeout(struct vhu_server *s, unsigned int ms)
 {
 	s->send_timeout_ms = ms ? ms : 1;
+}
+
+void vhu_server_set_test_stop_after(struct vhu_server *s, uint64_t n)
+{
+	s->test_stop_after = n;
 }
 
 void vhu_server_free(struct vhu_server *s)

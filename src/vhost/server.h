@@ -6,6 +6,7 @@
 #define IOVM_VHOST_SERVER_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 struct virtio_dev;
 struct vhu_server;
@@ -30,6 +31,14 @@ int vhu_server_serve(struct vhu_server *s, int sock, int stop_fd);
  * next vhu_server_serve. */
 #define VHU_SEND_TIMEOUT_MS 10000
 void vhu_server_set_send_timeout(struct vhu_server *s, unsigned int ms);
+
+/* Test only (--test-stop-after): on each queue with inflight tracking,
+ * after n completions since the queue started, complete no more: later
+ * requests stay in flight (in the inflight buffer and for the guest)
+ * until the process is killed, so that a crash test kills it with
+ * requests in flight by construction. 0 (the default): off. Applies from
+ * the next queue start. */
+void vhu_server_set_test_stop_after(struct vhu_server *s, uint64_t n);
 
 /* Listens on a UNIX socket at path (replacing a stale socket there), or
  * with path NULL on the inherited socket fd (listening, or already

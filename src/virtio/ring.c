@@ -2,10 +2,12 @@
  * rewrite any ring field at any time, so each descriptor is copied once and
  * validated on the copy, and every count is bounded before it is used. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/log.h"
 #include "virtio/ring.h"
 
 #define mb() __atomic_thread_fence(__ATOMIC_SEQ_CST)
@@ -47,7 +49,10 @@ static int cmp_resubmit(const void *a, const void *b)
  * Recovery, for split rings:
  * - A push batch may have been cut short between publishing the used
  *   index and clearing its heads' inflight flags: used_idx then lags the
- *   ring's, and the batch (a list from last_batch_head) is finished.
+ *   ring's, and the batch (a list from last_batch_head) is finished. Its
+ *   heads went back to the driver, which may already have put one of
+ *   them in the avail ring again for a newer request: running it here
+ *   would run that request early, and once more when popped.
  * - Every chain popped is either counted in the used index or still
  *   flagged inflight, so popping resumes at used + inflight, after the
  *   flagged chains are popped again in their original order. */
@@ -59,6 +64,8 @@ static int inflight_recover(struct virtq *vq)
 	uint64_t max = 0;
 
 	inf->counter = 0;
+	inf->pushed = 0;
+	inf->recovered = inf->finished = 0;
 	inf->nresubmit = inf->next_resubmit = 0;
 	if (!__atomic_load_n(&r->version, __ATOMIC_ACQUIRE)) {
 		memset(r->desc, 0, vq->size * sizeof(r->desc[0]));
@@ -82,7 +89,8 @@ static int inflight_recover(struct virtq *vq)
 			store_release8(&r->desc[h].inflight, 0);
 			h = r->desc[h].next;
 		}
-		r->used_idx = used;
+		__atomic_store_n(&r->used_idx, used, __ATOMIC_RELEASE);
+		inf->finished = batch;
 	}
 	for (uint16_t i = 0; i < vq->size; i++) {
 		struct virtq_resubmit *e = &inf->resubmit[n];
@@ -98,7 +106,7 @@ static int inflight_recover(struct virtq *vq)
 		n++;
 	}
 	qsort(inf->resubmit, n, sizeof(inf->resubmit[0]), cmp_resubmit);
-	inf->nresubmit = n;
+	inf->nresubmit = inf->recovered = n;
 	inf->counter = max;
 	vq->last_avail = used + n;
 	return 0;
@@ -314,34 +322,81 @@ int virtq_pop(struct virtq *vq, struct virtq_elem *elem, struct iovec *iov,
 	return 1;
 }
 
-/* Push order with inflight tracking (a batch of one): name the batch,
- * publish the used index, clear the flag, record the used index. A
- * back-end that dies anywhere in between leaves a region from which
- * inflight_recover reaches the same state. */
-static void inflight_put(struct virtq *vq, uint16_t head,
-			 volatile struct virtq_used_elem *e, uint32_t len)
+/* Push order with inflight tracking, a batch of one, exactly as the
+ * specification gives it, in VIRTQ_PUSH_STEPS steps: (1) link the head
+ * into the batch list (desc.next) and (2) name it the batch
+ * (last_batch_head), (3) write the used element and (4) publish the used
+ * index, (5) clear the head's flag, (6) record the used index.
+ * The flag must stay set until the driver can see the push: cleared
+ * earlier, a back-end dying in between would leave a request that
+ * neither the driver nor the next back-end completes. And the region's
+ * used_idx must move only after the flag: while it lags the ring's,
+ * inflight_recover knows the batch was published and clears its flags
+ * rather than run its heads again. A back-end that dies after any step
+ * thus leaves a region from which inflight_recover reaches the state
+ * after the push, or the state before it (flag set, nothing published).
+ * steps < VIRTQ_PUSH_STEPS stops early, as such a death would (tests). */
+static inline void inflight_put(struct virtq *vq, uint16_t head, uint32_t len,
+				unsigned int steps)
 {
 	struct virtq_inflight_region *r = vq->inflight->region;
+	volatile struct virtq_used_elem *e =
+		&vq->used_ring[vq->used_idx & (vq->size - 1)];
 
+	if (steps < 1)
+		return;
 	__atomic_store_n(&r->desc[head].next, r->last_batch_head, __ATOMIC_RELAXED);
+	if (steps < 2)
+		return;
 	__atomic_store_n(&r->last_batch_head, head, __ATOMIC_RELEASE);
+	if (steps < 3)
+		return;
 	e->id = head;
 	e->len = len;
+	if (steps < 4)
+		return;
 	vq->used_idx++;
 	store_release16(&vq->used_flags[1], vq->used_idx);
+	if (steps < 5)
+		return;
 	store_release8(&r->desc[head].inflight, 0);
+	if (steps < 6)
+		return;
 	__atomic_store_n(&r->used_idx, vq->used_idx, __ATOMIC_RELEASE);
+}
+
+_Static_assert(VIRTQ_PUSH_STEPS == 6, "inflight_put has 6 steps");
+
+void virtq_push_partial(struct virtq *vq, uint16_t head, uint32_t len,
+			unsigned int steps)
+{
+	if (vq->inflight)
+		inflight_put(vq, head, len, steps);
+}
+
+/* The test hook: past stop_after pushes, the chain stays in flight. */
+static bool inflight_stopped(struct virtq_inflight *inf)
+{
+	if (!inf->stop_after || inf->pushed < inf->stop_after)
+		return false;
+	if (inf->pushed++ == inf->stop_after)
+		pr_info("test-stop-after: %" PRIu64 " requests completed on the "
+			"queue, completing no more", inf->stop_after);
+	return true;
 }
 
 void virtq_push(struct virtq *vq, uint16_t head, uint32_t len)
 {
-	volatile struct virtq_used_elem *e =
-		&vq->used_ring[vq->used_idx & (vq->size - 1)];
+	volatile struct virtq_used_elem *e;
 
 	if (vq->inflight) {
-		inflight_put(vq, head, e, len);
+		if (inflight_stopped(vq->inflight))
+			return;
+		vq->inflight->pushed++;
+		inflight_put(vq, head, len, VIRTQ_PUSH_STEPS);
 		return;
 	}
+	e = &vq->used_ring[vq->used_idx & (vq->size - 1)];
 	e->id = head;
 	e->len = len;
 	vq->used_idx++;

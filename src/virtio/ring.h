@@ -73,8 +73,18 @@ struct virtq_inflight {
 	struct virtq_inflight_region *region;	/* shared, untrusted: every
 						 * index read back is checked */
 	struct virtq_resubmit *resubmit;	/* room for size entries */
-	/* --- private to ring.c --- */
+	/* Test only (vhost-user --test-stop-after): once this many chains
+	 * were pushed since virtq_init, pushes are dropped and their chains
+	 * stay in flight, in the region as in the driver's eyes, as if the
+	 * back-end had died right after doing their I/O; 0: never. */
+	uint64_t stop_after;
+	/* --- set by virtq_init, then read-only: what recovery found --- */
+	uint16_t recovered;	/* chains flagged in flight, to pop again */
+	uint16_t finished;	/* pushes cut short (used index published,
+				 * flags not cleared) that it completed */
+	/* --- private to ring.c (the queue thread's) --- */
 	uint64_t counter;	/* next pop order */
+	uint64_t pushed;	/* pushes since virtq_init */
 	uint16_t nresubmit;	/* heads to pop again after a restart... */
 	uint16_t next_resubmit;	/* ...and how many of them were popped */
 };
@@ -127,10 +137,15 @@ struct virtq_elem {
  * -EINVAL when a ring lies outside guest RAM, is misaligned, or the size is
  * not a power of two.
  * With inflight tracking, a region never used before is initialised; one
- * that a previous back-end used says what it had popped and not pushed:
- * last_avail becomes the used index plus that count, and those chains are
- * popped again first, in their original order (virtq_inflight_pending
- * tells how many). -EINVAL when the region does not fit the queue. */
+ * that a previous back-end used says what it had popped and not pushed
+ * (vhost-user.rst, "Inflight I/O tracking", split rings): a push it had
+ * published in the used ring but not yet cleared in the region is
+ * finished, never run again (the driver may already have reused that head
+ * for a newer request); last_avail becomes the used index plus the
+ * chains still flagged, and those are popped again first, in their
+ * original order (inflight->recovered says how many, for good;
+ * virtq_inflight_pending how many are left). -EINVAL when the region does
+ * not fit the queue. */
 int virtq_init(struct virtq *vq);
 
 /* Chains recovered from the inflight region and not yet popped again. */
@@ -156,8 +171,18 @@ int virtq_pop(struct virtq *vq, struct virtq_elem *elem, struct iovec *iov,
 	      unsigned int max_iov);
 
 /* Returns a chain to the driver with len bytes written into its writable
- * part. The used index is published (release order) at once. */
+ * part. The used index is published (release order) at once. With
+ * inflight tracking the region is updated around it in the order the
+ * specification gives (see inflight_put in ring.c). */
 void virtq_push(struct virtq *vq, uint16_t head, uint32_t len);
+
+/* Test only: with inflight tracking, the first steps of virtq_push's
+ * VIRTQ_PUSH_STEPS stores (see inflight_put in ring.c), the state a
+ * back-end that dies inside a push leaves: for tests that build each
+ * crash point from the code that defines the order. */
+#define VIRTQ_PUSH_STEPS 6
+void virtq_push_partial(struct virtq *vq, uint16_t head, uint32_t len,
+			unsigned int steps);
 
 /* Interrupts the driver if it asked to be told about the elements pushed
  * since the last call (event index or NO_INTERRUPT flag). Returns true when

@@ -4,11 +4,18 @@
 # SIGKILLed several times and restarted on the same socket. QEMU reconnects
 # (-chardev ...,reconnect=1) and hands the new back-end the inflight buffer
 # (INFLIGHT_SHMFD); the requests the dead back-end had taken from the ring
-# and not completed are run again. Checks: the guest's I/O never hangs or
-# fails; fio's crc32c verify of random writes made across the kills passes;
-# every write the guest saw complete (O_DIRECT + fsync, then a marker on the
-# console) is in the host file; the new back-ends resubmit exactly what
-# the inflight buffer held at each kill (read from QEMU's copy of it).
+# and not completed are run again.
+# Nothing here depends on timing. Each killed back-end runs with
+# --test-stop-after: after that many completions it completes nothing more,
+# so the guest's load piles requests up in flight, and the kill comes once
+# the inflight buffer holds at least MIN_HELD of them. Nothing changes the
+# buffer between the kill and the next back-end, so the test reads there
+# exactly what that back-end must resubmit, and checks that it does (and
+# that no push was cut short: the stop leaves none half done).
+# Checks: the guest's I/O never fails; fio's crc32c verify of random writes
+# made across the kills passes; every write the guest saw complete (O_DIRECT
+# + fsync, then a marker on a serial port of its own, ttyS1, which nothing
+# else writes to) is in the host file, and there is a marker for each.
 # Usage: vhost-user-crash.sh IOVM_BINARY GUEST_DIR
 set -eu
 
@@ -34,30 +41,62 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 KILLS=3
+# Completions each killed back-end makes before it stops. The guest's
+# 200 marked writes alone are at least 200 requests, more than the
+# KILLS * STOP_AFTER completions before the last stop, so every stop
+# comes before the guest is done writing, and so while its load runs (it
+# runs until then).
+STOP_AFTER=60
+# Requests in flight at each kill, at least: the load alone keeps 32
+# queued, and none completes once the back-end has stopped.
+MIN_HELD=8
+# A generous bound for one wait (the guest is emulated, the host loaded):
+# reaching it is a failure (a hang), never a retry.
+WAIT_S=600
 sock=$work/blk.sock
 truncate -s 64M "$work/disk.img"
 
-# start_backend N: back-end number N (its log: $work/backend.N.log).
+# start_backend N [OPTIONS]: back-end number N (its log: backend.N.log).
 start_backend() {
+	n=$1
+	shift
 	rm -f "$sock"
-	"$iovm" vhost-user-blk --socket "$sock" --disk "path=$work/disk.img" \
-		>"$work/backend.$1.log" 2>&1 &
+	"$iovm" vhost-user-blk --socket "$sock" --disk "path=$work/disk.img" "$@" \
+		>"$work/backend.$n.log" 2>&1 &
 	backend=$!
-	wait_sock "$sock" "$work/backend.$1.log" "back-end $1"
+	wait_sock "$sock" "$work/backend.$n.log" "back-end $n"
+}
+
+# wait_for WHAT CMD...: polls CMD until it succeeds; after WAIT_S seconds
+# (or when the VM is gone) shows the logs and fails naming WHAT.
+wait_for() {
+	what=$1
+	shift
+	end=$(($(date +%s) + WAIT_S))
+	until "$@"; do
+		if [ "$(date +%s)" -ge $end ] || ! kill -0 "$qemu_pid" 2>/dev/null; then
+			tail -30 "$work/console"
+			for f in "$work"/backend.*.log; do echo "--- $f"; cat "$f"; done
+			die "timed out waiting for $what"
+		fi
+		sleep 0.1
+	done
 }
 
 cat >"$work/guest.sh" <<'EOF'
 fail() { echo "GUEST FAIL: $*"; exit 1; }
-# Load: 1 MiB writes of zeros at queue depth 32 (cheap for the emulated
-# CPU, slow enough for the back-end) keep requests in flight in the
-# back-end when it is killed. Check: random writes at queue depth 8, each
-# pass read back and verified (crc32c).
+# The markers' own port: raw, so that a line is the guest's bytes only.
+stty -F /dev/ttyS1 raw -echo 2>/dev/null || true
+# Load: 1 MiB writes of zeros at queue depth 32 keep requests coming
+# (cheap for the emulated CPU), so they pile up in flight once a back-end
+# stops completing. Check: random writes at queue depth 8, each pass
+# read back and verified (crc32c).
 fio --name=load --filename=/dev/vda --direct=1 --ioengine=libaio --rw=randwrite \
 	--bs=1M --iodepth=32 --offset=32M --size=16M --zero_buffers --time_based \
-	--runtime=900 >/dev/null 2>&1 &
+	--runtime=3600 >/dev/null 2>&1 &
 load=$!
 fio --name=check --filename=/dev/vda --direct=1 --ioengine=libaio --rw=randwrite \
-	--bs=64k --iodepth=8 --offset=48M --size=8M --loops=8 \
+	--bs=64k --iodepth=8 --offset=48M --size=8M --loops=2 \
 	--verify=crc32c --do_verify=1 --verify_fatal=1 --minimal >/tmp/fio.out 2>&1 &
 fio=$!
 i=0
@@ -65,67 +104,93 @@ while [ $i -lt 200 ]; do
 	dd if=/dev/urandom of=/tmp/c bs=64k count=1 2>/dev/null
 	dd if=/tmp/c of=/dev/vda bs=64k seek=$i oflag=direct conv=fsync 2>/dev/null ||
 		fail "write $i"
-	echo "DONE $i $(sha256sum </tmp/c | cut -d' ' -f1)"
+	# (the last close of a tty waits until its output is sent)
+	echo "DONE $i $(sha256sum </tmp/c | cut -d' ' -f1)" >/dev/ttyS1
 	i=$((i + 1))
 done
+echo "END $i" >/dev/ttyS1
 echo "WRITES DONE"
 kill $load
 wait $fio || { cat /tmp/fio.out; fail "fio verify"; }
 echo "FIO VERIFY OK"
 EOF
 
-start_backend 0
-"$harness" -g "$guest" -s "$work/guest.sh" -m 512M -t 900 -- \
+# The inflight buffer as QEMU holds it (memfd:iovm-inflight; queue 0's
+# region): "FLAGGED USED_IDX", or a failure naming what is wrong.
+cat >"$work/inflight.py" <<'EOF'
+import os, struct, sys
+pid = sys.argv[1]
+fds = []
+for fd in os.listdir("/proc/%s/fd" % pid):
+    try:
+        target = os.readlink("/proc/%s/fd/%s" % (pid, fd))
+    except OSError:
+        continue
+    if target.startswith("/memfd:iovm-inflight"):
+        fds.append(fd)
+if len(fds) != 1:
+    sys.exit("QEMU (pid %s) holds %d inflight buffers, not 1" % (pid, len(fds)))
+with open("/proc/%s/fd/%s" % (pid, fds[0]), "rb") as f:
+    d = f.read()
+if len(d) < 16:
+    sys.exit("inflight buffer of %d bytes" % len(d))
+version, num, _, used = struct.unpack_from("<HHHH", d, 8)
+if version != 1 or not num or 16 + 16 * num > len(d):
+    sys.exit("inflight region: version %d, %d entries, %d bytes" % (version, num, len(d)))
+print(sum(1 for i in range(num) if d[16 + 16 * i] == 1), used)
+EOF
+
+start_backend 0 --test-stop-after $STOP_AFTER
+"$harness" -g "$guest" -s "$work/guest.sh" -m 512M -t 850 -- \
 	-object memory-backend-memfd,id=mem,size=512M,share=on -numa node,memdev=mem \
+	-monitor none -serial stdio -serial "file:$work/marks" \
 	-chardev "socket,id=c0,path=$sock,reconnect=1" \
 	-device vhost-user-blk-pci,chardev=c0,num-queues=1 >"$work/console" 2>&1 &
 qemu_pid=$!
 
-# done_count: writes the guest has seen complete so far.
-done_count() { grep -ac '^DONE' "$work/console" 2>/dev/null || true; }
-
-# inflight_now: requests in flight in the back-end, as its inflight buffer
-# says (QEMU keeps it open: memfd:iovm-inflight; queue 0's region).
-inflight_now() {
-	q=$(pgrep -f "^qemu-system-x86_64 .*$sock" | head -1)
-	f=$(ls -l "/proc/$q/fd" 2>/dev/null |
-		sed -n 's|.* \([0-9]*\) -> /memfd:iovm-inflight.*|\1|p' | head -1)
-	[ -n "$f" ] || { echo 0; return; }
-	python3 - "/proc/$q/fd/$f" <<'EOF'
-import struct, sys
-d = open(sys.argv[1], "rb").read()
-num = struct.unpack_from("<H", d, 10)[0]
-print(sum(1 for i in range(num) if d[16 + 16 * i] == 1))
-EOF
+qemu_found() {
+	qemu=$(pgrep -f "^qemu-system-x86_64 .*$sock" | head -1)
+	[ -n "$qemu" ]
 }
+wait_for "QEMU to start" qemu_found
 
-# Kill the back-end KILLS times, 15 completed writes apart, restarting it
-# on the same socket each time.
+# inflight_now: "FLAGGED USED_IDX" from QEMU's copy of the inflight buffer.
+inflight_now() {
+	python3 "$work/inflight.py" "$qemu"
+}
+held_enough() {
+	h=$(inflight_now) || die "cannot read the inflight buffer"
+	[ "${h% *}" -ge $MIN_HELD ]
+}
+stopped() { grep -q 'test-stop-after: .* completing no more' "$work/backend.$k.log"; }
+resubmitted() { grep -q 'resubmitting [0-9]* requests' "$work/backend.$k.log"; }
+
 k=0
-left=0
+summary=
 while [ $k -lt $KILLS ]; do
-	want=$(((k + 1) * 15))
-	for _ in $(seq 1200); do
-		[ "$(done_count)" -ge $want ] && break
-		kill -0 "$qemu_pid" 2>/dev/null || break
-		sleep 0.25
-	done
-	[ "$(done_count)" -ge $want ] || { cat "$work/console"; die "guest stalled before kill $((k + 1))"; }
-	# Kill while the load has requests in flight (it comes and goes
-	# with the guest's scheduling).
-	for _ in $(seq 200); do
-		[ "$(inflight_now)" -ge 2 ] && break
-		sleep 0.05
-	done
+	wait_for "back-end $k to stop completing" stopped
+	wait_for "$MIN_HELD requests in flight in back-end $k" held_enough
 	kill -9 "$backend"
 	wait "$backend" 2>/dev/null || true
-	k=$((k + 1))
 	# Frozen until the next back-end starts: what it must resubmit.
-	n=$(inflight_now)
-	left=$((left + n))
-	echo "kill $k: back-end SIGKILLed after $(done_count) completed writes," \
-		"$n requests in flight"
-	start_backend $k
+	state=$(inflight_now) || die "cannot read the inflight buffer after kill $((k + 1))"
+	held=${state% *}
+	k=$((k + 1))
+	echo "kill $k: back-end SIGKILLed with $held requests in flight" \
+		"(inflight buffer: used_idx ${state#* })"
+	if [ $k -lt $KILLS ]; then
+		start_backend $k --test-stop-after $STOP_AFTER
+	else
+		start_backend $k
+	fi
+	wait_for "back-end $k to recover" resubmitted
+	got=$(sed -n 's/.*resubmitting \([0-9]*\) requests.*(\([0-9]*\) completions.*/\1 \2/p' \
+		"$work/backend.$k.log" | head -1)
+	[ "$got" = "$held 0" ] || {
+		cat "$work/backend.$k.log"
+		die "back-end $k resubmitted/finished '$got'; the buffer held $held in flight, no push cut short"
+	}
+	summary="$summary $held"
 done
 
 if ! wait "$qemu_pid"; then
@@ -145,25 +210,23 @@ kill -TERM "$backend"
 wait "$backend" || { cat "$work/backend.$KILLS.log"; die "last back-end did not exit cleanly"; }
 backend=
 
-done_lines=$(grep -a '^DONE [0-9]* [0-9a-f]\{64\}' "$work/console" | tr -d '\r')
-echo "$done_lines" | while read -r _ i s; do
+# Every marker line must be whole: a write without one was not checked.
+tr -d '\r' <"$work/marks" >"$work/marks.txt"
+bad=$(grep -cv '^DONE [0-9]* [0-9a-f]\{64\}$\|^END 200$' "$work/marks.txt" || true)
+[ "$bad" = 0 ] || { cat "$work/marks.txt"; die "$bad malformed marker lines"; }
+[ "$(tail -1 "$work/marks.txt")" = "END 200" ] || die "the guest's markers stop before END 200"
+grep '^DONE' "$work/marks.txt" | cut -d' ' -f2 >"$work/acked"
+seq 0 199 | cmp -s - "$work/acked" || die "markers are not one per write, 0 to 199, in order"
+grep '^DONE' "$work/marks.txt" | while read -r _ i s; do
 	got=$(dd if="$work/disk.img" bs=65536 skip="$i" count=1 2>/dev/null |
 		sha256sum | cut -d' ' -f1)
 	[ "$got" = "$s" ] || echo "$i" >>"$work/lost"
 done
 [ ! -s "$work/lost" ] ||
 	die "writes the guest saw complete are not in the file: $(tr '\n' ' ' <"$work/lost")"
-resubmitted=$(cat "$work"/backend.*.log |
-	sed -n 's/.*resubmitting \([0-9]*\) requests.*/\1/p' | awk '{ n += $1 } END { print n + 0 }')
-# The kills wait for requests in flight: a run in which none was caught
-# tested nothing. The new back-ends resubmit what the buffers held, less
-# at most one push per kill that was cut short (recovery finishes it).
-[ "$resubmitted" -gt 0 ] || die "no kill caught a request in flight: resubmission not exercised"
-[ "$resubmitted" -le "$left" ] && [ "$resubmitted" -ge $((left - KILLS)) ] ||
-	die "$resubmitted requests resubmitted, the buffers held $left"
 reconnects=$(grep -l "client connected" "$work"/backend.*.log | wc -l)
 [ "$reconnects" = $((KILLS + 1)) ] || die "QEMU connected to $reconnects of $((KILLS + 1)) back-ends"
-echo "$KILLS back-end kills; QEMU reconnected each time; $resubmitted requests resubmitted"
-echo "from inflight buffers; $(echo "$done_lines" | wc -l) completed writes all in the file;"
-echo "fio crc32c verify across the kills OK"
+echo "$KILLS back-end kills, with$summary requests in flight; QEMU reconnected each time"
+echo "and each new back-end resubmitted exactly those; all 200 completed writes are in the"
+echo "file; fio crc32c verify across the kills OK"
 echo "PASS"

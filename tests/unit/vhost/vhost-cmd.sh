@@ -3,7 +3,8 @@
 # overwrite a file that is not a socket, drops a client that sends garbage
 # and serves the next one, exits 0 on SIGTERM (removing its socket), and
 # exits by itself after one client with --once; the vhost-user back-end
-# conventions (--print-capabilities, --fd, --blk-file, --read-only).
+# conventions (--print-capabilities, --fd, --blk-file, --read-only); a bad
+# --test-stop-after count refused.
 # Usage: vhost-cmd.sh IOVM
 set -eu
 
@@ -116,4 +117,13 @@ ok = req == 1 and size == 8 and feat & (1 << 5)
 sys.exit(0 if p.wait(timeout=10) == 0 and ok else 1)
 EOF2
 rm -f "$sock"
+# --test-stop-after (test only) wants a count of at least 1.
+for bad in 0 -1 x 5x ""; do
+	if "$iovm" vhost-user-blk --socket "$sock" --disk "path=$work/disk.img" \
+		--test-stop-after "$bad" 2>"$work/err"; then
+		die "--test-stop-after '$bad' accepted"
+	fi
+	grep -q "test-stop-after wants a request count" "$work/err" ||
+		die "--test-stop-after '$bad': unclear error: $(cat "$work/err")"
+done
 echo "PASS"
