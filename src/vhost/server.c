@@ -181,8 +181,11 @@ static int queue_map(struct vhu_server *s, unsigned int i)
 	q->vq.indirect = s->dev->guest_features & (1ull << VIRTIO_F_RING_INDIRECT_DESC);
 	q->vq.inflight = NULL;
 	if (s->inflight_map && i < s->inflight_nq) {
-		if (q->num != s->inflight_qsize)
-			return fail(s, -EINVAL, "vring %u: size %u differs from the inflight "
+		/* The buffer is made for the largest ring the front-end
+		 * offers (QEMU: its queue-size); a driver may choose a smaller
+		 * one, which uses the first entries of its region. */
+		if (q->num > s->inflight_qsize)
+			return fail(s, -EINVAL, "vring %u: size %u is larger than the inflight "
 				    "buffer's queue size %u", i, q->num, s->inflight_qsize);
 		q->vq.inflight = &s->inflight[i];
 		q->vq.inflight->stop_after = s->test_stop_after;

@@ -134,6 +134,10 @@ static uint64_t uva(struct env *e, uint64_t gpa)
 
 /* A session as QEMU opens one: features, memory, vring 0 from base, kicks
  * on the test's eventfd kick (SCM_RIGHTS passes the same eventfd object). */
+/* The queue size the inflight buffer is made for: QEMU makes it for the
+ * size it configured, and a driver may pick a smaller ring. */
+static uint16_t inflight_qsize = QSIZE;
+
 static void start_session_inflight(struct env *e, uint16_t base, int kick,
 				   int inflight_fd)
 {
@@ -158,7 +162,8 @@ static void start_session_inflight(struct env *e, uint16_t base, int kick,
 				  VHU_MEM_TABLE_HDR_SIZE + sizeof(t.r[0]), &e->ram_fd, 1), 0);
 	if (inflight_fd >= 0) {
 		/* As QEMU's vhost-user-blk does at every start. */
-		struct vhu_inflight in = { virtq_inflight_region_size(QSIZE), 0, 1, QSIZE };
+		struct vhu_inflight in = { virtq_inflight_region_size(inflight_qsize), 0, 1,
+					   inflight_qsize };
 
 		assert_int_equal(send_ack(e->cfd, VHU_SET_INFLIGHT_FD, &in, sizeof(in),
 					  &inflight_fd, 1), 0);
@@ -176,6 +181,7 @@ static void start_session_inflight(struct env *e, uint16_t base, int kick,
 
 static void start_session(struct env *e, uint16_t base, int kick)
 {
+	inflight_qsize = QSIZE;
 	start_session_inflight(e, base, kick, -1);
 }
 
@@ -527,6 +533,50 @@ static void test_inflight_resubmission(void **state)
 	close(kick);
 }
 
+/* A ring smaller than the inflight buffer's queue size (a driver that
+ * chose fewer entries than QEMU offered) is tracked in the first entries of
+ * its region, not refused. */
+static void test_inflight_smaller_ring(void **state)
+{
+	struct env *e = *state;
+	struct vhu_inflight in = { 0, 0, 1, 2 * QSIZE };
+	struct virtq_inflight_region *r;
+	int kick = eventfd(0, EFD_CLOEXEC), ifd;
+	uint16_t base = *used_idx(e);
+
+	connect_client(e);
+	{
+		uint64_t pf = (1ull << VHU_PF_REPLY_ACK) | (1ull << VHU_PF_INFLIGHT_SHMFD);
+
+		send_req(e->cfd, VHU_SET_PROTOCOL_FEATURES, &pf, 8);
+	}
+	send_req(e->cfd, VHU_GET_INFLIGHT_FD, &in, sizeof(in));
+	assert_int_equal(recv_reply_fd(e->cfd, VHU_GET_INFLIGHT_FD, &in, sizeof(in), &ifd),
+			 sizeof(in));
+	assert_true(ifd >= 0);
+	r = mmap(NULL, in.mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED, ifd, in.mmap_offset);
+	assert_true(r != MAP_FAILED);
+	assert_int_equal(hang_up(e), 0);
+
+	e->avail_idx = base;
+	inflight_qsize = 2 * QSIZE;
+	start_session_inflight(e, base, kick, ifd);
+	fill(e->ram + DATA, 0, 7);
+	queue_req(e, 0, VIRTIO_BLK_T_OUT);
+	publish(e, kick);
+	wait_used(e, base + 1);
+	assert_int_equal(e->ram[STATUS], VIRTIO_BLK_S_OK);
+	expect_disk(e, 0, 7);
+	assert_int_equal(r->version, VIRTQ_INFLIGHT_VERSION);
+	assert_int_equal(r->desc_num, QSIZE);
+	assert_int_equal(r->used_idx, (uint16_t)(base + 1));
+	assert_int_equal(hang_up(e), 0);
+	inflight_qsize = QSIZE;
+	munmap(r, in.mmap_size);
+	close(ifd);
+	close(kick);
+}
+
 /* Hostile inflight messages drop the client: a buffer that is not a
  * sealed memfd, one too small for the queues it claims, more queues than
  * the device has. */
@@ -576,6 +626,7 @@ int main(void)
 		cmocka_unit_test(test_hangup_with_writes_in_flight),
 		cmocka_unit_test(test_client_truncates_ram),
 		cmocka_unit_test(test_inflight_resubmission),
+		cmocka_unit_test(test_inflight_smaller_ring),
 		cmocka_unit_test(test_inflight_hostile),
 	};
 
