@@ -1267,6 +1267,33 @@ void lsi_set_ram_base(struct lsi *s, uint64_t gpa)
 
 /* ---- running ------------------------------------------------------------- */
 
+/* A backend queue whose io_uring failed (anything but a transient EAGAIN,
+ * EBUSY or EINTR) would leave its requests in flight for ever and the
+ * guest waiting on their commands: fail them all instead (their commands
+ * end in CHECK CONDITION), once; commands after that fail at once. Called
+ * with s->lock held, like every completion. */
+static void io_check(struct lsi *s, int ret)
+{
+	if (ret >= 0 || ret == -EAGAIN || ret == -EBUSY || ret == -EINTR)
+		return;
+	if (!s->io_failed) {
+		s->io_failed = true;
+		pr_err("lsi: backend io_uring: %s; failing its %u requests in flight",
+		       strerror(-ret), blkq_inflight(s->q));
+	}
+	blkq_abort(s->q, -EIO);
+}
+
+static void reap(struct lsi *s, bool wait)
+{
+	io_check(s, blkq_reap(s->q, wait));
+}
+
+static void submit(struct lsi *s)
+{
+	io_check(s, blkq_submit(s->q));
+}
+
 long lsi_poll(struct lsi *s, bool wait, long budget)
 {
 	long total = 0;
@@ -1275,17 +1302,17 @@ long lsi_poll(struct lsi *s, bool wait, long budget)
 	for (;;) {
 		long n;
 
-		blkq_reap(s->q, false);
+		reap(s, false);
 		n = lsi_scripts_run(s, budget - total);
 		total += n;
-		blkq_submit(s->q);
+		submit(s);
 		if (total >= budget)
 			break;
 		if (s->scr == LSI_SCR_RUN)
 			continue;
 		if (!wait || !blkq_inflight(s->q))
 			break;
-		blkq_reap(s->q, true);
+		reap(s, true);
 	}
 	pthread_mutex_unlock(&s->lock);
 	return total;
@@ -1334,9 +1361,9 @@ static void *lsi_thread(void *arg)
 
 		unsigned long ev = s->bus_events;
 
-		blkq_reap(s->q, false);
+		reap(s, false);
 		lsi_scripts_run(s, LSI_SCRIPTS_SLICE);
-		blkq_submit(s->q);
+		submit(s);
 		if (s->scr == LSI_SCR_RUN) {
 			/* Let register accesses in between slices. */
 			pthread_mutex_unlock(&s->lock);

@@ -142,6 +142,7 @@ struct lsi {
 	pthread_t thread;
 	bool thread_started;
 	bool stopping;
+	bool io_failed;		/* the backend's io_uring failed: queue dead */
 	int kick_fd;
 };
 

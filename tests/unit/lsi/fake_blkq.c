@@ -189,3 +189,14 @@ unsigned int blkq_inflight(const struct blk_queue *q)
 {
 	return order == FAKE_HOLD ? 0 : q->n;
 }
+
+/* Fails what is queued, oldest first. */
+void blkq_abort(struct blk_queue *q, int err)
+{
+	while (q->n) {
+		struct fake_op o = q->ops[0];
+
+		memmove(q->ops, q->ops + 1, --q->n * sizeof(q->ops[0]));
+		o.done(o.tag, err);
+	}
+}

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "../block/blk_hold.h"
+#include "../virtio/uring_fail.h"
 #include "scsi/disk.h"
 #include "scsi/lsi53c895a.h"
 #include "scsi/lsi_regs.h"
@@ -333,6 +334,35 @@ static void test_write_same_error(void **state)
 	assert_int_equal(ram[DBUF + 12], 0x0c);	/* WRITE ERROR */
 }
 
+/* The backend's io_uring breaks under a READ: the command must end (CHECK
+ * CONDITION with a medium or hardware error) instead of leaving the guest waiting for ever,
+ * and so must the next one, which the dead queue fails at once. The wait
+ * for the interrupt only guards against a hang. */
+static void test_uring_failure(void **state)
+{
+	static const uint8_t rs[16] = { 0x03, 0, 0, 0, 18 };
+	uint8_t cdb[16] = { 0x28, 0, 0, 0, 0, 0, 0, 0, 8 };	/* READ(10), 8 blocks */
+
+	fill(0, MiB, 0xab);
+	uring_fail_arm(true);
+	for (int i = 0; i < 2; i++) {
+		start(cdb, 4096);
+		assert_true(wait_irq(60));
+		assert_true(reg_rd(LSI_DSTAT) & LSI_DSTAT_SIR);
+		assert_int_equal(reg_rd32(LSI_DSPS), DONE_INT);
+		assert_int_equal(ram[STATUS], SAM_STAT_CHECK_CONDITION);
+		start(rs, 18);
+		assert_int_equal(finish(), SAM_STAT_GOOD);
+		/* a medium or a hardware error, whichever way the dead queue
+		 * failed it (in flight, or refused at submission) */
+		assert_true((ram[DBUF + 2] & 0xf) == SENSE_MEDIUM_ERROR ||
+			    (ram[DBUF + 2] & 0xf) == SENSE_HARDWARE_ERROR);
+	}
+	assert_true(uring_fail_count() > 0);
+	uring_fail_arm(false);
+	uring_fail_reset();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -342,6 +372,7 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_write_same_error, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_uring_failure, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
