@@ -2155,6 +2155,12 @@ static int h_xattrcreate(struct op *o)
 	if (!ret && o->srv->sec == P9_SEC_MAPPED_XATTR &&
 	    !strncmp(name, VIRTFS_PREFIX, strlen(VIRTFS_PREFIX)))
 		ret = -EACCES;
+	/* A POSIX ACL set on the host file changes its real permission bits
+	 * (and can name host uids): under mapped-xattr the guest's
+	 * permissions live in user.virtfs.*, never on the host file. */
+	if (!ret && o->srv->sec == P9_SEC_MAPPED_XATTR &&
+	    !strncmp(name, "system.posix_acl_", strlen("system.posix_acl_")))
+		ret = -EOPNOTSUPP;
 	if (!ret && (flags & ~(uint32_t)(XATTR_CREATE | XATTR_REPLACE)))
 		ret = -EINVAL;
 	if (!ret && size > XATTR_MAX)

@@ -1696,6 +1696,16 @@ static void test_security_mapped(void **state)
 		x.u.txattrcreate.name = S("user.virtfs.uid");
 		x.u.txattrcreate.size = 4;
 		assert_int_equal(p9c_rpc(c, &x), -EACCES);
+		/* nor can a POSIX ACL reach the host file's permission bits
+		 * (an access ACL of user::rw-,group::rwx,other::rwx would
+		 * make the 0600 host file 0677) */
+		x.u.txattrcreate.name = S("system.posix_acl_access");
+		x.u.txattrcreate.size = 28;
+		assert_int_equal(p9c_rpc(c, &x), -EOPNOTSUPP);
+		x.u.txattrcreate.name = S("system.posix_acl_default");
+		assert_int_equal(p9c_rpc(c, &x), -EOPNOTSUPP);
+		host_stat(e, "suid", &st);
+		assert_int_equal(st.st_mode & 07777, 0600);
 	}
 	stop(e);
 }
