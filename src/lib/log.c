@@ -56,11 +56,14 @@ void log_msg(enum log_level level, const char *fmt, ...)
 
 void log_rated(struct log_rate *r, enum log_level level, const char *fmt, ...)
 {
-	uint64_t now = log_clock ? log_clock() : mono_ns(), missed = 0;
+	uint64_t now, missed = 0;
 	bool print;
 	va_list ap;
 
 	pthread_mutex_lock(&r->lock);
+	/* Read under the lock: a time read before another thread started a
+	 * newer interval would wrap now - start_ns and start yet another. */
+	now = log_clock ? log_clock() : mono_ns();
 	if (!r->printed || now - r->start_ns >= LOG_RATE_INTERVAL_NS) {
 		/* A new interval: report what the last one left out. */
 		missed = r->suppressed;
