@@ -631,6 +631,8 @@ static void fill_fail(struct blk_queue *q, struct blk_slot *s, int err)
  * several big requests progress side by side. */
 static void fill_pump(struct blk_queue *q)
 {
+	while (q->dead && q->zwait)	/* blkq_abort: no new chunks */
+		fill_fail(q, q->zwait, -EIO);
 	while (q->zfree && q->zwait) {
 		struct blk_slot *p = q->zwait, *c = q->zfree;
 		uint64_t end = p->offset + p->len;
@@ -1243,6 +1245,10 @@ void blkq_abort(struct blk_queue *q, int err)
 
 	if (q->dead)
 		return;
+	/* From here on nothing new is started: callbacks that would go on
+	 * (the next segment of a WRITE SAME, more zero chunks) fail at once,
+	 * and the wait below ends with what was in flight. */
+	q->dead = true;
 	/* What is done already is reported as it came out. */
 	reap_ready(q);
 	/* The kernel may still own requests (and write into their buffers):
@@ -1258,8 +1264,10 @@ void blkq_abort(struct blk_queue *q, int err)
 		struct io_uring_cqe *cqe;
 		int ret = io_uring_submit_and_wait_timeout(&q->ring, &cqe, 1, &ts, NULL);
 
-		if (ret == -ETIME) {
-			idle++;
+		if (ret == -ETIME || ret == -EBUSY) {
+			/* EBUSY: completions are waiting to be taken */
+			if (!reap_ready(q))
+				idle++;
 			continue;
 		}
 		if (ret < 0 && ret != -EINTR)
@@ -1268,8 +1276,6 @@ void blkq_abort(struct blk_queue *q, int err)
 		if (reap_ready(q))
 			idle = 0;
 	}
-	/* New requests from the callbacks below fail at once. */
-	q->dead = true;
 	/* No thread may touch a slot once it is failed below: the discard
 	 * helper runs out its list and stops, and its requests are failed
 	 * with the rest. */
