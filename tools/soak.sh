@@ -10,7 +10,7 @@
 #   -C DIR      the meson build directory (default build)
 #   SUITE       meson suites to run (default: kvm guest)
 #
-# Each round's log is kept as DIR/soak/round-N.log; the exit status is 0 only
+# Each round's log is kept as DIR/soak/SUITES-round-N.log; the exit status is 0 only
 # if every round passed.
 set -eu
 
@@ -48,7 +48,7 @@ suites=
 for s in "$@"; do suites="$suites --suite $s"; done
 passed=0
 for i in $(seq 1 "$rounds"); do
-	log=$build/soak/round-$i.log
+	log=$build/soak/$(echo "$*" | tr " " "-")-round-$i.log
 	start=$(date +%s)
 	# shellcheck disable=SC2086
 	if meson test -C "$build" --print-errorlogs $suites >"$log" 2>&1; then
