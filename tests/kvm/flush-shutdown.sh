@@ -22,17 +22,26 @@ failed=""
 
 # traced NAME CMD...: runs CMD under strace (fdatasync, fsync; -y names
 # the files) in the background; sets $tpid (strace) and $cpid (CMD).
+# The command's pid comes from the command itself (a shell that writes
+# $$ and execs it, same pid): looking for strace's child with pgrep could
+# pick up a process that was gone a moment later, and then the test either
+# gave up at once ("did not reach HOLD") or waited for ever on a command it
+# had never signalled.
 traced() {
 	local name=$1
 	shift
+	rm -f "$scratch/$name.pid"
 	strace -f --seccomp-bpf -qq -y -e trace=fdatasync,fsync \
-		-o "$scratch/$name.trace" "$@" >"$scratch/$name.log" 2>&1 &
+		-o "$scratch/$name.trace" \
+		sh -c 'echo $$ >"$0"; exec "$@"' "$scratch/$name.pid" "$@" \
+		>"$scratch/$name.log" 2>&1 &
 	tpid=$!
 	pids+=("$tpid")
 	cpid=""
 	for _ in $(seq 100); do
-		cpid=$(pgrep -P "$tpid" | head -1)
+		cpid=$(cat "$scratch/$name.pid" 2>/dev/null)
 		[ -n "$cpid" ] && break
+		kill -0 "$tpid" 2>/dev/null || break
 		sleep 0.1
 	done
 	[ -n "$cpid" ] || die "$name: no process under strace"
