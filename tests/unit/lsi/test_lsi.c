@@ -18,6 +18,7 @@
 #include "fake_blkq.h"
 #include "scsi/disk.h"
 #include "scsi/lsi53c895a.h"
+#include "lsi_regs_io.h"
 #include "scsi/lsi_regs.h"
 
 #define RAM_SIZE (32u << 20)
@@ -52,7 +53,6 @@
 static uint8_t *ram;
 static struct gmem mem;
 static struct blk_backend be[2];
-static struct lsi *hba;
 static int irq_level;
 static uint32_t L_start, L_dispatch;
 
@@ -72,32 +72,6 @@ static uint32_t r32(uint32_t addr)
 
 	memcpy(&v, ram + addr, 4);
 	return v;
-}
-
-static uint8_t reg_rd(unsigned int off)
-{
-	uint8_t v;
-
-	lsi_reg_io(hba, off, &v, 1, false);
-	return v;
-}
-
-static void reg_wr(unsigned int off, uint8_t v)
-{
-	lsi_reg_io(hba, off, &v, 1, true);
-}
-
-static uint32_t reg_rd32(unsigned int off)
-{
-	uint32_t v;
-
-	lsi_reg_io(hba, off, &v, 4, false);
-	return v;
-}
-
-static void reg_wr32(unsigned int off, uint32_t v)
-{
-	lsi_reg_io(hba, off, &v, 4, true);
 }
 
 /* ---- a tiny SCRIPTS assembler ---- */

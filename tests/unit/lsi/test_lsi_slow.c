@@ -23,6 +23,7 @@
 #include "../virtio/uring_fail.h"
 #include "scsi/disk.h"
 #include "scsi/lsi53c895a.h"
+#include "lsi_regs_io.h"
 #include "scsi/lsi_regs.h"
 
 #define MiB (1ull << 20)
@@ -40,7 +41,6 @@
 static uint8_t *ram;
 static struct gmem mem;
 static struct blk_backend be;
-static struct lsi *hba;
 static char path[64];
 static uint32_t L_start, at_cmd, at_data_out, at_data_in;
 
@@ -71,32 +71,6 @@ static bool wait_irq(int secs)
 	up = irq_level;
 	pthread_mutex_unlock(&irq_lock);
 	return up;
-}
-
-static uint8_t reg_rd(unsigned int off)
-{
-	uint8_t v;
-
-	lsi_reg_io(hba, off, &v, 1, false);
-	return v;
-}
-
-static uint32_t reg_rd32(unsigned int off)
-{
-	uint32_t v;
-
-	lsi_reg_io(hba, off, &v, 4, false);
-	return v;
-}
-
-static void reg_wr(unsigned int off, uint8_t v)
-{
-	lsi_reg_io(hba, off, &v, 1, true);
-}
-
-static void reg_wr32(unsigned int off, uint32_t v)
-{
-	lsi_reg_io(hba, off, &v, 4, true);
 }
 
 static void emit(uint32_t *at, uint32_t a, uint32_t b)
