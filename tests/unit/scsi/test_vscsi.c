@@ -40,6 +40,18 @@ struct fixture {
 	uint32_t cdb_size, sense_size;
 };
 
+/* The test driver on f's device, every queue started. */
+static struct fixture *start_driver(struct fixture *f)
+{
+	assert_int_equal(vdriver_init(&f->d, RAM), 0);
+	assert_int_equal(vdriver_attach(&f->d, f->dev, 0), 0);
+	for (unsigned int i = 0; i < f->dev->num_queues; i++)
+		assert_int_equal(vdriver_queue_start(&f->d, i, QSZ), 0);
+	f->cdb_size = VIRTIO_SCSI_CDB_DEFAULT;
+	f->sense_size = VIRTIO_SCSI_SENSE_DEFAULT;
+	return f;
+}
+
 /* Disks: target 0 lun 0, target 0 lun 2, target 3 lun 0 (auto target
  * numbering is tested separately). */
 static struct fixture *make(void)
@@ -69,13 +81,7 @@ static struct fixture *make(void)
 		fprintf(stderr, "%s\n", err);
 	assert_non_null(f->dev);
 	assert_int_equal(f->dev->num_queues, 2 + NREQ);
-	assert_int_equal(vdriver_init(&f->d, RAM), 0);
-	assert_int_equal(vdriver_attach(&f->d, f->dev, 0), 0);
-	for (unsigned int i = 0; i < f->dev->num_queues; i++)
-		assert_int_equal(vdriver_queue_start(&f->d, i, QSZ), 0);
-	f->cdb_size = VIRTIO_SCSI_CDB_DEFAULT;
-	f->sense_size = VIRTIO_SCSI_SENSE_DEFAULT;
-	return f;
+	return start_driver(f);
 }
 
 static int setup(void **state)
@@ -906,7 +912,6 @@ static void test_ctrl_malformed(void **state)
 	assert_int_equal(f->d.needs_reset, 0);
 }
 
-/* Disks without target= take the lowest free ids; clashes are refused. */
 #define MiB (1ull << 20)
 
 /* One disk (target 0 LUN 0) of 24 MiB with data at [0, 1 MiB),
@@ -932,13 +937,7 @@ static struct fixture *make_big(void)
 	cfg.path = f->path[0];
 	f->dev = virtio_scsi_create(&p, 1, NREQ, err, sizeof(err));
 	assert_non_null(f->dev);
-	assert_int_equal(vdriver_init(&f->d, RAM), 0);
-	assert_int_equal(vdriver_attach(&f->d, f->dev, 0), 0);
-	for (unsigned int i = 0; i < f->dev->num_queues; i++)
-		assert_int_equal(vdriver_queue_start(&f->d, i, QSZ), 0);
-	f->cdb_size = VIRTIO_SCSI_CDB_DEFAULT;
-	f->sense_size = VIRTIO_SCSI_SENSE_DEFAULT;
-	return f;
+	return start_driver(f);
 }
 
 /* A 16 MiB WRITE SAME of zeroes (NDOB) on a file system without fallocate
@@ -996,6 +995,7 @@ static void test_big_write_same_does_not_block(void **state)
 	free(f);
 }
 
+/* Disks without target= take the lowest free ids; clashes are refused. */
 static void test_create_errors(void **state)
 {
 	char path[] = "/tmp/iovm-vscsi-c-XXXXXX";
