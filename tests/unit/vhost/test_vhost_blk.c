@@ -429,6 +429,28 @@ static void test_client_truncates_ram(void **state)
 	close(kick);
 }
 
+/* A new client asks the back-end for an inflight buffer as *in says (its
+ * reply lands there) and maps it; the client stays connected. */
+static struct virtq_inflight_region *get_inflight(struct env *e, struct vhu_inflight *in,
+						  int *ifd)
+{
+	uint64_t pf = (1ull << VHU_PF_REPLY_ACK) | (1ull << VHU_PF_INFLIGHT_SHMFD);
+	void *r;
+
+	connect_client(e);
+	assert_true(get_u64(e->cfd, VHU_GET_PROTOCOL_FEATURES) &
+		    (1ull << VHU_PF_INFLIGHT_SHMFD));
+	send_req(e->cfd, VHU_SET_PROTOCOL_FEATURES, &pf, 8);
+	send_req(e->cfd, VHU_GET_INFLIGHT_FD, in, sizeof(*in));
+	assert_int_equal(recv_reply_fd(e->cfd, VHU_GET_INFLIGHT_FD, in, sizeof(*in), ifd),
+			 sizeof(*in));
+	assert_true(*ifd >= 0);
+	r = mmap(NULL, in->mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED, *ifd,
+		 in->mmap_offset);
+	assert_true(r != MAP_FAILED);
+	return r;
+}
+
 /* INFLIGHT_SHMFD: the back-end hands out the buffer (GET_INFLIGHT_FD) and
  * keeps it up to date; a new back-end given a buffer that a dead one left
  * (the state is written here by hand: four writes popped, the second and
@@ -446,24 +468,11 @@ static void test_inflight_resubmission(void **state)
 	uint8_t want[4096];
 
 	/* GET_INFLIGHT_FD: a sealed memfd, zeroed (no queue used yet). */
-	connect_client(e);
-	{
-		uint64_t pf = (1ull << VHU_PF_REPLY_ACK) | (1ull << VHU_PF_INFLIGHT_SHMFD);
-
-		assert_true(get_u64(e->cfd, VHU_GET_PROTOCOL_FEATURES) &
-			    (1ull << VHU_PF_INFLIGHT_SHMFD));
-		send_req(e->cfd, VHU_SET_PROTOCOL_FEATURES, &pf, 8);
-	}
-	send_req(e->cfd, VHU_GET_INFLIGHT_FD, &in, sizeof(in));
-	assert_int_equal(recv_reply_fd(e->cfd, VHU_GET_INFLIGHT_FD, &in, sizeof(in), &ifd),
-			 sizeof(in));
-	assert_true(ifd >= 0);
+	r = get_inflight(e, &in, &ifd);
 	assert_true(in.mmap_size >= virtq_inflight_region_size(QSIZE));
 	assert_int_equal(in.num_queues, 1);
 	assert_int_equal(in.queue_size, QSIZE);
 	assert_true(fcntl(ifd, F_GET_SEALS) & F_SEAL_SHRINK);
-	r = mmap(NULL, in.mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED, ifd, in.mmap_offset);
-	assert_true(r != MAP_FAILED);
 	assert_int_equal(r->version, 0);
 	assert_int_equal(hang_up(e), 0);
 
@@ -544,18 +553,7 @@ static void test_inflight_smaller_ring(void **state)
 	int kick = eventfd(0, EFD_CLOEXEC), ifd;
 	uint16_t base = *used_idx(e);
 
-	connect_client(e);
-	{
-		uint64_t pf = (1ull << VHU_PF_REPLY_ACK) | (1ull << VHU_PF_INFLIGHT_SHMFD);
-
-		send_req(e->cfd, VHU_SET_PROTOCOL_FEATURES, &pf, 8);
-	}
-	send_req(e->cfd, VHU_GET_INFLIGHT_FD, &in, sizeof(in));
-	assert_int_equal(recv_reply_fd(e->cfd, VHU_GET_INFLIGHT_FD, &in, sizeof(in), &ifd),
-			 sizeof(in));
-	assert_true(ifd >= 0);
-	r = mmap(NULL, in.mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED, ifd, in.mmap_offset);
-	assert_true(r != MAP_FAILED);
+	r = get_inflight(e, &in, &ifd);
 	assert_int_equal(hang_up(e), 0);
 
 	e->avail_idx = base;
