@@ -3,6 +3,7 @@
  * io_uring_enter, spins on both before it sleeps, and leaves the driver's
  * kicks off except right before sleeping. */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -201,24 +202,74 @@ static uint64_t spin_ns(struct vqworker *w, enum activity last, bool answer)
 	return ns < w->spin_ns ? ns : w->spin_ns;
 }
 
-/* The queue's io_uring failed: the thread cannot wait for anything any
- * more. Every request in flight completes (with its real result where the
- * kernel still gives one, else an error status), the device asks for a
- * reset, and the thread ends; the guest sees errors, never a hang, and a
- * TMF waiting on these requests gets its answer. */
+/* The queue's io_uring failed: the thread cannot wait on it any more.
+ * Every request in flight completes (with its real result where the
+ * kernel still gives one, else an error status) and the device asks for a
+ * reset; the thread then goes on in serve_failed. The guest sees errors,
+ * never a hang, and a TMF waiting on these requests gets its answer. */
 static void queue_failed(struct vqworker *w, int err)
 {
-	pr_err("%s queue %u: io_uring: %s; failing its %u requests in flight, device needs reset",
+	pr_err("%s queue %u: io_uring: %s; failing its %u requests in flight and all later ones until the device is reset",
 	       w->name, w->index, strerror(-err), w->inflight);
-	if (!w->broken) {
-		w->broken = true;	/* nothing more is popped */
-		if (w->dev->transport.needs_reset)
-			w->dev->transport.needs_reset(w->dev);
-	}
+	w->failed = true;
+	if (w->dev->transport.needs_reset)
+		w->dev->transport.needs_reset(w->dev);
 	blkq_abort(w->bq, -EIO);
 	if (w->inflight)
 		pr_err("%s queue %u: %u requests still in flight after failing the queue",
 		       w->name, w->index, w->inflight);
+}
+
+/* Drains a non-blocking eventfd. */
+static void drain(int fd)
+{
+	uint64_t v;
+
+	if (read(fd, &v, sizeof(v)) < 0) {
+		/* EAGAIN: nothing pending, or another reader took it */
+	}
+}
+
+/* After queue_failed, until the device is reset (the transport stops the
+ * thread): the ring is sound, only the io_uring is gone. The thread waits
+ * for the driver's kicks and the device's wakeups with poll(2), and every
+ * request it pops fails at once (the dead block queue refuses every
+ * submission, and the device completes the request with an error status),
+ * so a driver that ignores DEVICE_NEEDS_RESET (Linux's virtio-blk and
+ * virtio-scsi do; a vhost-user front-end is never told) gets errors, not
+ * a hang. A queue broken by its driver is not touched: the thread only
+ * waits for the stop. */
+static void serve_failed(struct vqworker *w)
+{
+	struct pollfd p[2] = {
+		{ .fd = w->broken ? -1 : w->vq->kick_fd, .events = POLLIN },
+		{ .fd = w->wake.fd, .events = POLLIN },
+	};
+
+	while (!stopping(w)) {
+		if (w->ops->scan)
+			w->ops->scan(w);
+		if (!w->broken) {
+			process_ring(w);
+			vqworker_notify(w);
+			/* kicks on; true: entries arrived meanwhile */
+			if (!w->broken && virtq_enable_kicks(w->vq))
+				continue;
+			if (w->broken)
+				p[0].fd = -1;
+		}
+		if (poll(p, 2, -1) < 0 && errno != EINTR) {
+			/* (ENOMEM: look again a little later) */
+			pr_err_rated("%s queue %u: poll: %s", w->name, w->index,
+				     strerror(errno));
+			usleep(10000);
+			continue;
+		}
+		if (p[0].fd >= 0 && (p[0].revents & POLLIN))
+			drain(p[0].fd);
+		if (p[1].revents & POLLIN)
+			drain(p[1].fd);
+	}
 }
 
 static void *queue_thread(void *arg)
@@ -266,6 +317,7 @@ static void *queue_thread(void *arg)
 		last = ret > 0 ? REAPED : busy ? POPPED : IDLE;
 		if (ret < 0) {
 			queue_failed(w, ret);
+			serve_failed(w);
 			break;
 		}
 		if (w->ops->scan)
@@ -306,7 +358,8 @@ int vqworker_open(struct vqworker *w, unsigned int index, struct virtq *vq,
 	w->index = index;
 	w->vq = vq;
 	w->depth = depth;
-	w->stop = w->broken = w->need_notify = w->stalled = false;
+	w->stop = w->broken = w->failed = false;
+	w->need_notify = w->stalled = false;
 	w->polling = false;
 	w->kick_armed = false;
 	w->inflight = 0;

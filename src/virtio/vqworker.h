@@ -66,7 +66,8 @@ struct vqworker {
 	pthread_t thread;
 	bool running;
 	bool stop;		/* written by the transport, read by the thread */
-	bool broken;
+	bool broken;		/* the driver broke the ring: ignored until reset */
+	bool failed;		/* the io_uring failed: requests fail until reset */
 	bool need_notify;
 	bool stalled;		/* pool empty: pop again on completion */
 	bool polling;		/* kicks off: pop again on completion */

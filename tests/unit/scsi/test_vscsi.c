@@ -713,7 +713,15 @@ static void test_uring_failure(void **state)
 	assert_true(uring_fail_count() > 0);
 	assert_int_equal(f->d.needs_reset, 1);
 	uring_fail_arm(false);
-	/* later TMFs are answered too; the other queue still works */
+	/* later commands on the failed queue fail at once (never a hang),
+	 * later TMFs are answered too; the other queue still works */
+	run_cmd(f, RQ0, 0, 0, CDB(0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0), buf, 512, true, &r);
+	assert_int_equal(r.response, VIRTIO_SCSI_S_OK);
+	assert_int_equal(r.status, SAM_STAT_CHECK_CONDITION);
+	assert_int_equal(r.sense[2], SENSE_HARDWARE_ERROR);
+	run_cmd(f, RQ0, 0, 0, CDB(0x35, 0, 0, 0, 0, 0, 0, 0, 0, 0), 0, 0, false, &r);
+	assert_int_equal(r.status, SAM_STAT_CHECK_CONDITION);
+	assert_int_equal(r.sense[2], SENSE_HARDWARE_ERROR);
 	assert_int_equal(tmf(f, VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, 0, 0, 0),
 			 VIRTIO_SCSI_S_FUNCTION_COMPLETE);
 	run_cmd(f, RQ0 + 1, 0, 0, CDB(0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0), buf, 512, true, &r);

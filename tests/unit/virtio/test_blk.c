@@ -873,7 +873,8 @@ static void test_discard_unsupported(void **state)
 }
 
 /* The queue's io_uring fails with requests in flight: every one of them
- * completes (IOERR), the device asks for a reset, the other queue goes on. */
+ * completes (IOERR), the device asks for a reset, later requests fail at
+ * once until it is reset, the other queue goes on. */
 static void test_uring_failure(void **state)
 {
 	struct fixture *f = *state;
@@ -908,6 +909,24 @@ static void test_uring_failure(void **state)
 	assert_true(uring_fail_count() > 0);
 	assert_int_equal(f->d.needs_reset, 1);
 	uring_fail_arm(false);
+	/* until the reset, every later request on queue 0 fails at once, a
+	 * flush too, kicked or found in the ring (never a hang) */
+	assert_int_equal(run(f, 0, VIRTIO_BLK_T_IN, 0, buf, 4096, true, NULL),
+			 VIRTIO_BLK_S_IOERR);
+	assert_int_equal(run(f, 0, VIRTIO_BLK_T_FLUSH, 0, 0, 0, false, NULL),
+			 VIRTIO_BLK_S_IOERR);
+	vdriver_hold_avail(&f->d, 0, true);
+	for (unsigned int i = 0; i < N; i++)
+		add_req(f, 0, &r[i], VIRTIO_BLK_T_OUT, i * 64, buf + i * 4096, 4096,
+			false, false);
+	vdriver_hold_avail(&f->d, 0, false);
+	vdriver_kick(&f->d, 0);
+	for (unsigned int n = 0; n < N; n++) {
+		assert_int_equal(vdriver_wait_used(&f->d, 0, &id, &len, WAIT_MS), 1);
+		for (unsigned int i = 0; i < N; i++)
+			if (r[i].head == (int)id)
+				assert_int_equal(status_of(f, &r[i]), VIRTIO_BLK_S_IOERR);
+	}
 	/* the other queue has its own ring */
 	assert_int_equal(run(f, 1, VIRTIO_BLK_T_IN, 0, buf, 4096, true, NULL),
 			 VIRTIO_BLK_S_OK);
