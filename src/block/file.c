@@ -22,6 +22,7 @@
 
 #include "block/backend.h"
 #include "lib/clock.h"
+#include "lib/log.h"
 
 #define BLKQ_POLLS 8
 /* Zeroing by writes (the file system can neither zero nor punch a range):
@@ -1192,8 +1193,15 @@ bool blkq_spin(struct blk_queue *q, uint64_t ns, bool (*more)(void *),
 	}
 }
 
+/* io_uring_enter's EAGAIN: the kernel could not allocate a request for
+ * now. The wait is retried every millisecond, for up to this many tries in
+ * a row before the ring counts as failed. */
+#define BLKQ_EAGAIN_TRIES 1000
+
 int blkq_wait(struct blk_queue *q)
 {
+	unsigned int again = 0;
+
 	if (q->dead)
 		return -EIO;
 	if (q->deferred)
@@ -1202,8 +1210,16 @@ int blkq_wait(struct blk_queue *q)
 	while (!io_uring_cq_ready(&q->ring) && (q->used || q->polls_used)) {
 		int ret = io_uring_submit_and_wait(&q->ring, 1);
 
+		if (ret == -EAGAIN && ++again < BLKQ_EAGAIN_TRIES) {
+			if (again == 1)
+				pr_warn_rated("io_uring: %s; retrying", strerror(-ret));
+			usleep(1000);
+			continue;
+		}
 		if (ret < 0 && ret != -EINTR && ret != -EBUSY)
 			return ret;
+		if (ret >= 0)
+			again = 0;
 		q->unsubmitted = 0;
 	}
 	return 0;

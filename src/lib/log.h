@@ -50,11 +50,13 @@ struct log_rate {
 void log_rated(struct log_rate *r, enum log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-#define pr_err_rated(...)                                               \
+#define log_rated_here(level, ...)                                      \
 	do {                                                            \
 		static struct log_rate __log_rate = LOG_RATE_INIT;      \
-		log_rated(&__log_rate, LOG_ERR, __VA_ARGS__);           \
+		log_rated(&__log_rate, level, __VA_ARGS__);             \
 	} while (0)
+#define pr_err_rated(...) log_rated_here(LOG_ERR, __VA_ARGS__)
+#define pr_warn_rated(...) log_rated_here(LOG_WARN, __VA_ARGS__)
 
 /* Tests: the clock the rate limit reads (NULL: CLOCK_MONOTONIC), and
  * where lines go (NULL: stderr). */

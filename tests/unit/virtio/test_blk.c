@@ -938,6 +938,28 @@ static void test_uring_failure(void **state)
 			 VIRTIO_BLK_S_OK);
 }
 
+/* io_uring_enter's EAGAIN is the kernel short of memory for now: the
+ * queue waits again, its requests complete, no reset. */
+static void test_uring_eagain(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t buf = vdriver_alloc(&f->d, 4096);
+	unsigned int broken = uring_fail_count();
+
+	/* (the thread sleeps in the kernel: a request wakes it, and it
+	 * takes every refusal before it can sleep again) */
+	uring_fail_transient(5);
+	assert_int_equal(run(f, 0, VIRTIO_BLK_T_IN, 0, buf, 4096, true, NULL),
+			 VIRTIO_BLK_S_OK);
+	for (unsigned int ms = 0; uring_fail_transient_left() && ms < WAIT_MS; ms++)
+		usleep(1000);
+	assert_int_equal(uring_fail_transient_left(), 0);
+	assert_int_equal(run(f, 0, VIRTIO_BLK_T_OUT, 8, buf, 4096, false, NULL),
+			 VIRTIO_BLK_S_OK);
+	assert_int_equal(f->d.needs_reset, 0);
+	assert_int_equal(uring_fail_count(), broken);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -968,6 +990,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_errors_logged_rated, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_discard_unsupported, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_uring_failure, setup_nopoll, teardown),
+		cmocka_unit_test_setup_teardown(test_uring_eagain, setup_nopoll, teardown),
 		cmocka_unit_test_setup_teardown(test_uring_failure, setup, teardown),
 	};
 

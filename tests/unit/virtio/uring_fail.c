@@ -26,6 +26,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static bool armed;
 static struct io_uring *failed;
 static unsigned int failures;
+static unsigned int transient;	/* waits still to refuse with EAGAIN */
 
 void uring_fail_arm(bool on)
 {
@@ -39,6 +40,34 @@ void uring_fail_reset(void)
 	pthread_mutex_lock(&lock);
 	failed = NULL;
 	pthread_mutex_unlock(&lock);
+}
+
+void uring_fail_transient(unsigned int n)
+{
+	pthread_mutex_lock(&lock);
+	transient = n;
+	pthread_mutex_unlock(&lock);
+}
+
+unsigned int uring_fail_transient_left(void)
+{
+	unsigned int n;
+
+	pthread_mutex_lock(&lock);
+	n = transient;
+	pthread_mutex_unlock(&lock);
+	return n;
+}
+
+static bool refuse_once(void)
+{
+	bool ret;
+
+	pthread_mutex_lock(&lock);
+	ret = transient > 0;
+	transient -= ret;
+	pthread_mutex_unlock(&lock);
+	return ret;
 }
 
 unsigned int uring_fail_count(void)
@@ -85,7 +114,11 @@ int __wrap_io_uring_submit(struct io_uring *ring)
 
 int __wrap_io_uring_submit_and_wait(struct io_uring *ring, unsigned int wait_nr)
 {
-	return fails(ring) ? -EBADR : __real_io_uring_submit_and_wait(ring, wait_nr);
+	if (fails(ring))
+		return -EBADR;
+	if (refuse_once())
+		return -EAGAIN;
+	return __real_io_uring_submit_and_wait(ring, wait_nr);
 }
 
 int __wrap_io_uring_submit_and_wait_timeout(struct io_uring *ring,

@@ -15,7 +15,12 @@
 void uring_fail_arm(bool on);
 /* Forgets the failed ring, for a test that restarts its queue. */
 void uring_fail_reset(void);
-/* Submissions refused so far. */
+/* The next n io_uring_submit_and_wait calls (of any ring) fail with
+ * EAGAIN, as when the kernel is short of memory, and do nothing. */
+void uring_fail_transient(unsigned int n);
+/* How many of those are still to come. */
+unsigned int uring_fail_transient_left(void);
+/* Submissions refused as broken so far. */
 unsigned int uring_fail_count(void);
 
 #endif
