@@ -80,7 +80,17 @@ static void on_term(int sig)
 	_exit(0);
 }
 
-static int read_full(int fd, void *buf, size_t len)
+/* --io-timeout: how long a connection may make no progress in the middle
+ * of a message it sends, or leave a reply untaken, before it is closed
+ * (0: forever). Set on each connection's socket as SO_RCVTIMEO and
+ * SO_SNDTIMEO, so it costs no system call per message; a connection that
+ * is idle between messages is kept however long. */
+static unsigned int io_timeout_s = 60;
+#define IO_TIMEOUT_MAX 86400
+
+/* Reads len bytes. idle: nothing of this message has arrived yet, so a
+ * receive timeout only means the client is quiet (wait on). */
+static int read_full(int fd, void *buf, size_t len, bool idle)
 {
 	uint8_t *p = buf;
 
@@ -89,8 +99,16 @@ static int read_full(int fd, void *buf, size_t len)
 
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			if (idle)
+				continue;
+			pr_warn("9p-serve: client sent nothing for %u s in the middle of a message: closing the connection",
+				io_timeout_s);
+			return -ETIMEDOUT;
+		}
 		if (n <= 0)
 			return n < 0 ? -errno : -ECONNRESET;
+		idle = false;
 		p += n;
 		len -= n;
 	}
@@ -106,6 +124,9 @@ static int send_full(int fd, const void *buf, size_t len)
 
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			pr_warn("9p-serve: client took no reply for %u s: closing the connection",
+				io_timeout_s);
 		if (n <= 0)
 			return -errno;
 		p += n;
@@ -284,14 +305,14 @@ static int refuse_message(struct conn *c, uint32_t size)
 	uint16_t tag;
 	int ret;
 
-	ret = read_full(c->fd, buf, P9_HDRSZ - 4);	/* type[1] tag[2] */
+	ret = read_full(c->fd, buf, P9_HDRSZ - 4, false);	/* type[1] tag[2] */
 	if (ret)
 		return ret;
 	tag = p9_get16(buf + 1);
 	for (left = size - P9_HDRSZ; left;) {
 		uint32_t n = left < sizeof(buf) ? left : sizeof(buf);
 
-		ret = read_full(c->fd, buf, n);
+		ret = read_full(c->fd, buf, n, false);
 		if (ret)
 			return ret;
 		left -= n;
@@ -309,7 +330,7 @@ static int read_message(struct conn *c, struct slot *s)
 	uint32_t size, msize = p9_session_msize(c->sess);
 	int ret;
 
-	ret = read_full(c->fd, hdr, 4);
+	ret = read_full(c->fd, hdr, 4, true);
 	if (ret)
 		return ret;
 	size = p9_get32(hdr);
@@ -322,7 +343,7 @@ static int read_message(struct conn *c, struct slot *s)
 		return refuse_message(c, size);
 	memcpy(s->in, hdr, 4);
 	s->len = size;
-	return read_full(c->fd, s->in + 4, size - 4);
+	return read_full(c->fd, s->in + 4, size - 4, false);
 }
 
 static void conn_run(struct conn *c)
@@ -566,6 +587,11 @@ static void usage(FILE *f)
 "        Message buffers all connections may hold together: at least\n"
 "        8 x msize + 2M (a quarter of it, what one connection may hold, fits\n"
 "        a message of msize each way), default 256M or that least if more.\n"
+"  --io-timeout SECONDS\n"
+"        Closes a connection that, in the middle of a message, sends nothing\n"
+"        for SECONDS, or that takes no reply (or none of its bytes) for\n"
+"        SECONDS: its buffers go back to the others. 0 to %d, default 60;\n"
+"        0 waits forever. A connection idle between messages is kept.\n"
 "  -v, --verbose   log each connection\n"
 "  -q, --quiet     log errors only\n"
 "  -h, --help      show this help\n"
@@ -591,7 +617,8 @@ static void usage(FILE *f)
 "\n"
 "Runs until SIGTERM or SIGINT, which end it with status 0 (a UNIX socket\n"
 "is removed). Exit status 1 on a setup error, 2 on a usage error.\n",
-		MAX_CONNS, P9_MIN_SESSION_FDS, P9_FD_RESERVE, SLOTS, WORKERS);
+		MAX_CONNS, P9_MIN_SESSION_FDS, IO_TIMEOUT_MAX, P9_FD_RESERVE,
+		SLOTS, WORKERS);
 }
 
 static void raise_nofile(void)
@@ -612,6 +639,7 @@ int cmd_9p_serve(int argc, char **argv)
 		{ "listen", required_argument, NULL, 'l' },
 		{ "max-connections", required_argument, NULL, 'm' },
 		{ "buffer-memory", required_argument, NULL, 'b' },
+		{ "io-timeout", required_argument, NULL, 't' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -662,6 +690,14 @@ int cmd_9p_serve(int argc, char **argv)
 				return 2;
 			}
 			mem_cap = v;
+			break;
+		case 't':
+			if (parse_uint(optarg, 0, IO_TIMEOUT_MAX, &v)) {
+				fprintf(stderr, "iovm: --io-timeout %s: expected 0 to %d seconds\n",
+					optarg, IO_TIMEOUT_MAX);
+				return 2;
+			}
+			io_timeout_s = v;
 			break;
 		case 'v':
 			log_threshold = LOG_DEBUG;
@@ -750,6 +786,18 @@ int cmd_9p_serve(int argc, char **argv)
 			continue;
 		}
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
+		if (io_timeout_s) {
+			struct timeval tv = { .tv_sec = io_timeout_s };
+
+			if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) ||
+			    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv))) {
+				pr_warn("9p-serve: setting --io-timeout: %s: refusing a connection",
+					strerror(errno));
+				close(fd);
+				atomic_fetch_sub(&nconns, 1);
+				continue;
+			}
+		}
 		a = malloc(sizeof(*a));
 		if (!a) {
 			close(fd);

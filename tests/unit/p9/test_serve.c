@@ -1,7 +1,8 @@
 /* `iovm 9p-serve` over a real UNIX socket: framing, many requests in flight
  * on one connection (replies matched by tag), a large read, two sessions
- * at once, a client that breaks the framing, the command line, and the
- * per-connection descriptor share and the cap on buffer memory.
+ * at once, a client that breaks the framing, the command line, the
+ * per-connection descriptor share, the cap on buffer memory and the
+ * timeout that takes it back from stalled clients.
  * Usage: test-p9-serve IOVM_BINARY */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/sockios.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
@@ -219,6 +221,24 @@ static void mount_conn(int fd, uint8_t *buf, size_t cap)
 	assert_int_equal(r.type, P9_RATTACH);
 }
 
+/* Opens "big" for reading on fid 1. */
+static void open_big(int fd, uint8_t *buf, size_t cap)
+{
+	struct p9_msg t, r;
+
+	t = (struct p9_msg){ .type = P9_TWALK, .tag = 2 };
+	t.u.twalk.fid = 0;
+	t.u.twalk.newfid = 1;
+	t.u.twalk.nwname = 1;
+	t.u.twalk.wname[0] = S("big");
+	rpc(fd, &t, &r, buf, cap);
+	assert_int_equal(r.type, P9_RWALK);
+	t = (struct p9_msg){ .type = P9_TLOPEN, .tag = 3 };
+	t.u.tlopen.fid = 1;
+	rpc(fd, &t, &r, buf, cap);
+	assert_int_equal(r.type, P9_RLOPEN);
+}
+
 static void test_pipelined(void **state)
 {
 	static uint8_t buf[(1u << 20) + 64];
@@ -228,18 +248,7 @@ static void test_pipelined(void **state)
 
 	mount_conn(fd, buf, sizeof(buf));
 	mount_conn(fd2, buf, sizeof(buf));
-	/* open "big" on fid 1 */
-	t = (struct p9_msg){ .type = P9_TWALK, .tag = 2 };
-	t.u.twalk.fid = 0;
-	t.u.twalk.newfid = 1;
-	t.u.twalk.nwname = 1;
-	t.u.twalk.wname[0] = S("big");
-	rpc(fd, &t, &r, buf, sizeof(buf));
-	assert_int_equal(r.type, P9_RWALK);
-	t = (struct p9_msg){ .type = P9_TLOPEN, .tag = 3 };
-	t.u.tlopen.fid = 1;
-	rpc(fd, &t, &r, buf, sizeof(buf));
-	assert_int_equal(r.type, P9_RLOPEN);
+	open_big(fd, buf, sizeof(buf));
 	/* 48 requests in flight: full-size reads and getattrs, interleaved */
 	for (int i = 0; i < 48; i++) {
 		t = (struct p9_msg){ .tag = 100 + i };
@@ -452,6 +461,21 @@ static void create_file(int fd, const char *name, uint8_t *buf, size_t cap)
 	assert_int_equal(r.type, P9_RLCREATE);
 }
 
+/* Ten connections to sk, each in the middle of the Twrite msg (of size
+ * bytes, on a file "held" the first one creates). */
+static void stall_writes(const char *sk, int conns[10], uint8_t *msg, uint32_t size)
+{
+	static uint8_t buf[8192];
+
+	for (int i = 0; i < 10; i++) {
+		conns[i] = connect_to(sk);
+		mount_conn(conns[i], buf, sizeof(buf));
+		if (!i)
+			create_file(conns[i], "held", buf, sizeof(buf));
+		write_head(conns[i], msg, size, 5);
+	}
+}
+
 /* --buffer-memory caps the message buffers of all connections together:
  * with ten connections each in the middle of a 1 MiB Twrite, an eleventh
  * gets ENOMEM for its own 1 MiB Twrite but keeps its session (small
@@ -473,13 +497,7 @@ static void test_buffer_memory(void **state)
 	pid = spawn(sk, 0, args);
 	assert_true(pid > 0);
 	make_twrite(msg, size);
-	for (int i = 0; i < 10; i++) {
-		conns[i] = connect_to(sk);
-		mount_conn(conns[i], buf, sizeof(buf));
-		if (!i)
-			create_file(conns[i], "held", buf, sizeof(buf));
-		write_head(conns[i], msg, size, 5);
-	}
+	stall_writes(sk, conns, msg, size);
 	x = connect_to(sk);
 	mount_conn(x, buf, sizeof(buf));
 	create_file(x, "refused", buf, sizeof(buf));
@@ -511,6 +529,76 @@ static void test_buffer_memory(void **state)
 	stop_server(pid, sk);
 }
 
+/* Whether the server closes fd within 30 s (by far longer than the
+ * --io-timeout of the test below). Looks without reading: unread replies
+ * stay where they are. */
+static bool closed_by_server(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+
+	return poll(&p, 1, 30000) == 1 && (p.revents & (POLLRDHUP | POLLHUP));
+}
+
+/* --io-timeout: a connection that stops in the middle of a message, or
+ * that takes no replies, is closed and its buffers go back (the ten of
+ * test_buffer_memory filled --buffer-memory); one quiet between messages
+ * for as long is kept. */
+static void test_io_timeout(void **state)
+{
+	static uint8_t buf[8192], msg[1u << 20];
+	const uint32_t size = 1u << 20;
+	const char *args[] = { "--buffer-memory", "11010048", "--io-timeout", "1",
+			       NULL };
+	int conns[10], x, idle, slow;
+	char sk[160];
+	struct p9_msg t, r;
+	size_t len;
+	pid_t pid;
+
+	snprintf(sk, sizeof(sk), "%s/timeout.sock", dir);
+	pid = spawn(sk, 0, args);
+	assert_true(pid > 0);
+	idle = connect_to(sk);
+	mount_conn(idle, buf, sizeof(buf));
+	make_twrite(msg, size);
+	stall_writes(sk, conns, msg, size);
+	for (int i = 0; i < 10; i++) {
+		assert_true(closed_by_server(conns[i]));
+		close(conns[i]);
+	}
+	/* their buffers are free: a whole 1 MiB Twrite fits again */
+	x = connect_to(sk);
+	mount_conn(x, buf, sizeof(buf));
+	create_file(x, "fits", buf, sizeof(buf));
+	assert_int_equal(write(x, msg, size), size);
+	len = recv_msg(x, buf, sizeof(buf));
+	assert_int_equal(p9_decode(buf, len, false, &r), 0);
+	assert_int_equal(r.type, P9_RWRITE);
+	assert_int_equal(r.u.rwrite.count, size - P9_TWRITE_HDRSZ);
+	close(x);
+	/* a client that asks for 4 MiB and reads none of it */
+	slow = connect_to(sk);
+	mount_conn(slow, buf, sizeof(buf));
+	open_big(slow, buf, sizeof(buf));
+	for (int i = 0; i < 4; i++) {
+		t = (struct p9_msg){ .type = P9_TREAD, .tag = 10 + i };
+		t.u.tread.fid = 1;
+		t.u.tread.offset = (uint64_t)i << 20;
+		t.u.tread.count = size - P9_IOHDRSZ;
+		send_msg(slow, &t);
+	}
+	assert_true(closed_by_server(slow));
+	close(slow);
+	/* quiet all along, for longer than the timeout: still served */
+	t = (struct p9_msg){ .type = P9_TGETATTR, .tag = 5 };
+	t.u.tgetattr.fid = 0;
+	t.u.tgetattr.mask = P9_GETATTR_BASIC;
+	rpc(idle, &t, &r, buf, sizeof(buf));
+	assert_int_equal(r.type, P9_RGETATTR);
+	close(idle);
+	stop_server(pid, sk);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -519,6 +607,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_command_line),
 		cmocka_unit_test(test_fd_budget),
 		cmocka_unit_test(test_buffer_memory),
+		cmocka_unit_test(test_io_timeout),
 	};
 
 	if (argc != 2) {
