@@ -2598,15 +2598,22 @@ int p9_server_open(const struct p9_server_cfg *cfg, struct p9_server **out,
 	if (srv->msize < P9_MIN_MSIZE)
 		srv->msize = P9_MIN_MSIZE;
 	srv->lim = cfg->lim;
-	if (!srv->lim.max_fids)
-		srv->lim.max_fids = 65536;
+	sessions = cfg->max_sessions ? cfg->max_sessions : 1;
+	/* An equal share of P9_FIDS_TOTAL (a fid is ~130 bytes of heap),
+	 * so that many connections cannot add up to gigabytes. */
+	if (!srv->lim.max_fids) {
+		uint32_t share = P9_FIDS_TOTAL / sessions;
+
+		srv->lim.max_fids = share > P9_MAX_SESSION_FIDS ? P9_MAX_SESSION_FIDS :
+				    share < P9_MIN_SESSION_FIDS ? P9_MIN_SESSION_FIDS :
+				    share;
+	}
 	if (!srv->lim.max_open)
 		srv->lim.max_open = 4096;
 	if (!srv->lim.max_pending)
 		srv->lim.max_pending = 1024;
 	pool = fd_budget(cfg->fd_reserve);
 	atomic_store(&fds_pool, pool);
-	sessions = cfg->max_sessions ? cfg->max_sessions : 1;
 	if (!srv->lim.max_fds)
 		srv->lim.max_fds = pool / sessions > UINT32_MAX ? UINT32_MAX :
 				   pool / sessions;

@@ -15,8 +15,15 @@
 struct p9_server;
 struct p9_session;
 
+/* Fids per session by default: P9_FIDS_TOTAL shared equally by the
+ * sessions a server plans for, at least P9_MIN_SESSION_FIDS and at most
+ * P9_MAX_SESSION_FIDS each. */
+#define P9_FIDS_TOTAL (1u << 20)
+#define P9_MIN_SESSION_FIDS 256
+#define P9_MAX_SESSION_FIDS 65536
+
 struct p9_limits {
-	uint32_t max_fids;	/* fids per session */
+	uint32_t max_fids;	/* fids per session (0: see P9_FIDS_TOTAL) */
 	uint32_t max_open;	/* opened fids (files, dirs) per session */
 	uint32_t max_pending;	/* requests in flight per session */
 	/* Host descriptors per session: walked paths (O_PATH), open files

@@ -1827,6 +1827,43 @@ static void test_fd_budget(void **state)
 	free(third);
 }
 
+/* Fids per session: 65536 with one session, an equal share of 1M with
+ * many (64: 16384 each), 256 at the least; past it a walk gets EMFILE. */
+static void test_fid_budget(void **state)
+{
+	static const struct { unsigned int sessions; uint32_t fids; } cases[] = {
+		{ 1, 65536 }, { 64, 16384 }, { 4096, 256 },
+	};
+	struct env *e = *state;
+
+	for (unsigned int i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct p9_server_cfg cfg = { .path = e->share,
+					     .max_sessions = cases[i].sessions,
+					     .lim.max_fds = 64 };
+		struct client *a = calloc(1, sizeof(*a));
+		struct p9_stats st;
+		char msg[256];
+		uint32_t n = 1;
+
+		assert_int_equal(p9_server_open(&cfg, &e->srv, msg, sizeof(msg)), 0);
+		client_start(a, e->srv);
+		/* clones of the root (fid 0) hold no descriptor */
+		while (n < 100000 && !p9c_walk(&a->c, 0, n, ""))
+			n++;
+		assert_int_equal(p9c_walk(&a->c, 0, n, ""), -EMFILE);
+		p9_session_stats(a->c.s, &st);
+		assert_int_equal(st.fids, cases[i].fids);
+		assert_int_equal(n, cases[i].fids);
+		/* a clunk makes room for one more */
+		assert_int_equal(p9c_fidop(&a->c, P9_TCLUNK, 1), 0);
+		assert_int_equal(p9c_walk(&a->c, 0, n, ""), 0);
+		p9_session_free(a->c.s);
+		free(a);
+		p9_server_close(e->srv);
+		e->srv = NULL;
+	}
+}
+
 static void test_open_errors(void **state)
 {
 	struct p9_server_cfg cfg = { .path = "/nonexistent/share" };
@@ -1865,6 +1902,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_security_none, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_security_mapped, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fd_budget, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fid_budget, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
