@@ -22,6 +22,7 @@
 
 #include "block/backend.h"
 #include "lib/clock.h"
+#include "lib/iov.h"
 #include "lib/log.h"
 
 #define BLKQ_POLLS 8
@@ -1035,16 +1036,7 @@ static int finish_short(struct blk_slot *s, uint64_t done)
 	if (!v)
 		return -ENOMEM;
 	memcpy(v, s->iov, cnt * sizeof(*v));
-	for (uint64_t skip = done; i < cnt && skip >= v[i].iov_len; i++)
-		skip -= v[i].iov_len;
-	if (i < cnt) {
-		uint64_t before = 0;
-
-		for (unsigned int j = 0; j < i; j++)
-			before += v[j].iov_len;
-		v[i].iov_base = (uint8_t *)v[i].iov_base + (done - before);
-		v[i].iov_len -= done - before;
-	}
+	i = iov_skip(v, cnt, done);
 	while (done < s->len && i < cnt) {
 		ssize_t r = s->op == BLK_OP_READ ?
 			    preadv(fd, v + i, cnt - i, s->offset + done) :
@@ -1057,14 +1049,7 @@ static int finish_short(struct blk_slot *s, uint64_t done)
 			break;
 		}
 		done += r;
-		while (i < cnt && (size_t)r >= v[i].iov_len) {
-			r -= v[i].iov_len;
-			i++;
-		}
-		if (i < cnt) {
-			v[i].iov_base = (uint8_t *)v[i].iov_base + r;
-			v[i].iov_len -= r;
-		}
+		i += iov_skip(v + i, cnt - i, r);
 	}
 	free(v);
 	return ret;

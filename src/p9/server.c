@@ -20,6 +20,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "lib/iov.h"
 #include "p9/proto.h"
 #include "p9/server.h"
 
@@ -94,92 +95,6 @@ struct p9_session {
 };
 
 /* ---------- iovec helpers ---------- */
-
-static size_t iov_total(const struct iovec *iov, unsigned int n)
-{
-	size_t t = 0;
-
-	for (unsigned int i = 0; i < n; i++)
-		t += iov[i].iov_len;
-	return t;
-}
-
-static size_t iov_copy(const struct iovec *iov, unsigned int n, size_t off,
-		       void *buf, size_t len, bool to_iov)
-{
-	uint8_t *p = buf;
-	size_t done = 0;
-
-	for (unsigned int i = 0; i < n && done < len; i++) {
-		size_t l = iov[i].iov_len, c;
-
-		if (off >= l) {
-			off -= l;
-			continue;
-		}
-		c = l - off;
-		if (c > len - done)
-			c = len - done;
-		if (to_iov)
-			memcpy((uint8_t *)iov[i].iov_base + off, p + done, c);
-		else
-			memcpy(p + done, (uint8_t *)iov[i].iov_base + off, c);
-		done += c;
-		off = 0;
-	}
-	return done;
-}
-
-/* A window [off, off+len) of an iovec array, made by trimming the array in
- * place; iov_window_restore puts the two trimmed entries back. */
-struct iov_window {
-	struct iovec *iov;
-	unsigned int n;
-	struct iovec *first, *last;
-	struct iovec first_save, last_save;
-};
-
-static void iov_window(struct iovec *iov, unsigned int n, size_t off,
-		       size_t len, struct iov_window *w)
-{
-	unsigned int i = 0, j;
-	size_t rem = len;
-
-	while (i < n && off >= iov[i].iov_len) {
-		off -= iov[i].iov_len;
-		i++;
-	}
-	w->first = w->last = NULL;
-	w->iov = iov + i;
-	w->n = 0;
-	if (i == n || !len)
-		return;
-	w->first = &iov[i];
-	w->first_save = iov[i];
-	iov[i].iov_base = (uint8_t *)iov[i].iov_base + off;
-	iov[i].iov_len -= off;
-	for (j = i; j < n; j++) {
-		if (iov[j].iov_len >= rem) {
-			w->last = &iov[j];
-			w->last_save = iov[j];
-			if (j == i)
-				w->last_save = w->first_save;
-			iov[j].iov_len = rem;
-			j++;
-			break;
-		}
-		rem -= iov[j].iov_len;
-	}
-	w->n = j - i;
-}
-
-static void iov_window_restore(struct iov_window *w)
-{
-	if (w->last)
-		*w->last = w->last_save;
-	if (w->first)
-		*w->first = w->first_save;
-}
 
 /* preadv2/pwritev2 over any number of iovecs, until all is moved or EOF.
  * With RWF_NOWAIT in flags, returns -EAGAIN as soon as the kernel would
@@ -1714,8 +1629,7 @@ static int h_read(struct op *o)
 		n = 0;
 		if (off < f->xcopied) {
 			n = f->xcopied - off < room ? f->xcopied - off : room;
-			iov_copy(o->out, o->nout, P9_IOHDRSZ, f->xbuf + off, n,
-				 true);
+			iov_from_buf(o->out, o->nout, P9_IOHDRSZ, f->xbuf + off, n);
 		}
 		pthread_mutex_unlock(&f->lock);
 	} else if (kind == FID_FILE) {
@@ -1760,8 +1674,8 @@ static int h_write(struct op *o)
 		pthread_mutex_lock(&f->lock);
 		if (off != f->xcopied || count > f->xsize - f->xcopied) {
 			ret = -ENOSPC;
-		} else if (iov_copy(o->in, o->nin, P9_TWRITE_HDRSZ,
-				    f->xbuf + off, count, false) != count) {
+		} else if (iov_to_buf(o->in, o->nin, P9_TWRITE_HDRSZ,
+				    f->xbuf + off, count) != count) {
 			/* p9_handle checked count against the payload;
 			 * never account bytes that were not copied. */
 			ret = -EPROTO;
@@ -1881,10 +1795,10 @@ static int h_readdir(struct op *o)
 			e[21] = dt;
 			e[22] = nl;
 			e[23] = nl >> 8;
-			iov_copy(o->out, o->nout, P9_IOHDRSZ + used, e,
-				 sizeof(e), true);
-			iov_copy(o->out, o->nout, P9_IOHDRSZ + used + sizeof(e),
-				 d->d_name, nl, true);
+			iov_from_buf(o->out, o->nout, P9_IOHDRSZ + used, e,
+				 sizeof(e));
+			iov_from_buf(o->out, o->nout, P9_IOHDRSZ + used + sizeof(e),
+				 d->d_name, nl);
 			used += p9_dirent_size(nl);
 		}
 	}
@@ -2266,7 +2180,7 @@ static size_t reply_error(struct op *o, uint16_t tag, int err)
 	if (o->out_len < sizeof(b))
 		return 0;
 	p9_encode(&e, b, sizeof(b));
-	iov_copy(o->out, o->nout, 0, b, sizeof(b), true);
+	iov_from_buf(o->out, o->nout, 0, b, sizeof(b));
 	return sizeof(b);
 }
 
@@ -2291,7 +2205,7 @@ static size_t reply_send(struct op *o, uint16_t tag)
 	if (len >= 0 && p9_get32(b) > o->out_len)
 		len = -ERANGE;	/* the client gave too little room */
 	if (len >= 0)
-		iov_copy(o->out, o->nout, 0, b, len, true);
+		iov_from_buf(o->out, o->nout, 0, b, len);
 	if (b != small)
 		free(b);
 	if (len < 0)
@@ -2310,13 +2224,13 @@ size_t p9_handle(struct p9_session *s, struct p9_req *r, struct iovec *in,
 		.nin = nin, .out = out, .nout = nout, .req = r,
 	};
 	uint8_t *buf = r->small;
-	size_t in_len = iov_total(in, nin), copy;
+	size_t in_len = iov_size(in, nin), copy;
 	uint32_t size, msize = p9_session_msize(s);
 	uint16_t tag = P9_NOTAG;
 	size_t ret;
 	int err;
 
-	o.out_len = iov_total(out, nout);
+	o.out_len = iov_size(out, nout);
 	/* The header p9_req_begin read: the request memory is the guest's
 	 * and may change between two reads, so it is never read again for
 	 * a decision (see the check after the copy below). */
@@ -2344,7 +2258,7 @@ size_t p9_handle(struct p9_session *s, struct p9_req *r, struct iovec *in,
 	/* The body is decoded from this one copy; its header must still be
 	 * the one validated above, or a size grown after the check could
 	 * make a Twrite count run past the payload actually present. */
-	if (iov_copy(in, nin, 0, buf, copy, false) != copy)
+	if (iov_to_buf(in, nin, 0, buf, copy) != copy)
 		err = -EPROTO;
 	else if (copy >= P9_HDRSZ && (p9_get32(buf) != size ||
 				      buf[4] != m.type ||
@@ -2380,7 +2294,7 @@ void p9_req_begin(struct p9_session *s, struct p9_req *r,
 	r->size = 0;
 	r->type = 0;
 	r->nowait = r->again = false;
-	r->hdr_ok = iov_copy(in, nin, 0, hdr, sizeof(hdr), false) == sizeof(hdr);
+	r->hdr_ok = iov_to_buf(in, nin, 0, hdr, sizeof(hdr)) == sizeof(hdr);
 	if (r->hdr_ok) {
 		r->size = p9_get32(hdr);
 		r->type = hdr[4];
@@ -2432,7 +2346,7 @@ size_t p9_reply_room(struct p9_session *s, const struct p9_req *r,
 	 * the reply is an Rread/Rreaddir of up to count bytes or an
 	 * Rlerror, no longer than the Rread header. */
 	if (r->hdr_ok && (r->type == P9_TREAD || r->type == P9_TREADDIR) &&
-	    iov_copy(in, nin, P9_HDRSZ + 12, cnt, sizeof(cnt), false) == sizeof(cnt))
+	    iov_to_buf(in, nin, P9_HDRSZ + 12, cnt, sizeof(cnt)) == sizeof(cnt))
 		room = P9_IOHDRSZ + (size_t)p9_get32(cnt);
 	return room < msize ? room : msize;
 }

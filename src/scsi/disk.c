@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/iov.h"
 #include "lib/log.h"
 #include "scsi/disk.h"
 
@@ -187,35 +188,6 @@ static void put64(uint8_t *p, uint64_t v)
 static size_t min_sz(size_t a, size_t b)
 {
 	return a < b ? a : b;
-}
-
-/* Bounds-checked copies between a flat buffer and an iovec array. */
-static size_t copy_to_iov(const struct iovec *iov, unsigned int cnt,
-			  const uint8_t *buf, size_t len)
-{
-	size_t done = 0;
-
-	for (unsigned int i = 0; i < cnt && done < len; i++) {
-		size_t n = min_sz(iov[i].iov_len, len - done);
-
-		memcpy(iov[i].iov_base, buf + done, n);
-		done += n;
-	}
-	return done;
-}
-
-static size_t copy_from_iov(const struct iovec *iov, unsigned int cnt,
-			    uint8_t *buf, size_t len)
-{
-	size_t done = 0;
-
-	for (unsigned int i = 0; i < cnt && done < len; i++) {
-		size_t n = min_sz(iov[i].iov_len, len - done);
-
-		memcpy(buf + done, iov[i].iov_base, n);
-		done += n;
-	}
-	return done;
 }
 
 static const struct cmd_desc *cmd_find(uint8_t op, uint8_t sa, bool any_sa)
@@ -633,7 +605,7 @@ static void send_in(struct scsi_req *req, const uint8_t *buf, size_t n)
 		req->done(req);
 		return;
 	}
-	req->xferred = copy_to_iov(req->iov, req->iovcnt, buf, n);
+	req->xferred = iov_from_buf(req->iov, req->iovcnt, 0, buf, n);
 	req->done(req);
 }
 
@@ -1114,7 +1086,7 @@ static void do_write_same(struct scsi_req *req, const uint8_t *cdb,
 	size_t got = 0;
 
 	if (dc->info.xfer) {
-		copy_from_iov(req->iov, req->iovcnt, block, d->bs);
+		iov_to_buf(req->iov, req->iovcnt, 0, block, d->bs);
 		req->xferred = d->bs;
 	}
 	if (!dc->info.xfer || all_zero(block, d->bs)) {
@@ -1308,21 +1280,6 @@ static bool buffer_ok(struct scsi_req *req, const struct scsi_cmd_info *info)
 	return false;
 }
 
-/* Cuts the iovec array to exactly len bytes (the rest is residual). */
-static unsigned int iov_trim(struct iovec *iov, unsigned int cnt, uint64_t len)
-{
-	unsigned int i;
-
-	for (i = 0; i < cnt && len; i++) {
-		if (iov[i].iov_len >= len) {
-			iov[i].iov_len = len;
-			return i + 1;
-		}
-		len -= iov[i].iov_len;
-	}
-	return i;
-}
-
 static void do_rw(struct scsi_disk *d, struct scsi_req *req,
 		  const struct decoded *dc)
 {
@@ -1398,7 +1355,7 @@ static void __attribute__((noinline)) emulate(struct scsi_disk *d,
 		do_mode_sense(req, cdb, dc->info.xfer);
 		return;
 	case MODE_SELECT_6: case MODE_SELECT_10:
-		n = copy_from_iov(req->iov, req->iovcnt, buf, dc->info.xfer);
+		n = iov_to_buf(req->iov, req->iovcnt, 0, buf, dc->info.xfer);
 		do_mode_select(req, cdb, buf, n);
 		return;
 	case START_STOP_UNIT:
@@ -1415,7 +1372,7 @@ static void __attribute__((noinline)) emulate(struct scsi_disk *d,
 		do_write_same(req, cdb, dc);
 		return;
 	case UNMAP:
-		n = copy_from_iov(req->iov, req->iovcnt, buf, dc->info.xfer);
+		n = iov_to_buf(req->iov, req->iovcnt, 0, buf, dc->info.xfer);
 		do_unmap(req, buf, n);
 		return;
 	default:	/* decode() lets nothing else through */
@@ -1487,10 +1444,8 @@ int scsi_disk_begin(struct scsi_disk *d, struct scsi_req *req)
 int scsi_disk_segment(struct scsi_req *req, const struct iovec *iov,
 		      unsigned int iovcnt, uint64_t pos)
 {
-	uint64_t len = 0;
+	uint64_t len = iov_size(iov, iovcnt);
 
-	for (unsigned int i = 0; i < iovcnt; i++)
-		len += iov[i].iov_len;
 	if (pos > req->info.xfer || len > req->info.xfer - pos)
 		return -EINVAL;
 	req->stage = ST_SEG;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "block/backend.h"
+#include "lib/iov.h"
 #include "lib/le.h"
 #include "lib/log.h"
 #include "virtio/blk.h"
@@ -187,23 +188,6 @@ static void req_done(void *tag, int res)
 		return;
 	}
 	req_finish(r, VIRTIO_BLK_S_OK, r->used_len);
-}
-
-/* Drops skip bytes from the front of iov[0..cnt); returns the index of the
- * first entry left (adjusted in place). */
-static unsigned int iov_skip(struct iovec *iov, unsigned int cnt, size_t skip)
-{
-	unsigned int i = 0;
-
-	while (i < cnt && skip >= iov[i].iov_len) {
-		skip -= iov[i].iov_len;
-		i++;
-	}
-	if (i < cnt) {
-		iov[i].iov_base = (uint8_t *)iov[i].iov_base + skip;
-		iov[i].iov_len -= skip;
-	}
-	return i;
 }
 
 static bool sectors_ok(const struct blk_backend *be, uint64_t sector,

@@ -204,10 +204,4 @@ bool virtq_enable_kicks(struct virtq *vq);
 /* Entries available and not yet popped (0 on a malformed avail index). */
 unsigned int virtq_avail_count(struct virtq *vq);
 
-/* Helpers on iovec arrays (bounds-checked copies). Return bytes copied. */
-size_t iov_to_buf(const struct iovec *iov, unsigned int cnt, size_t offset,
-		  void *buf, size_t len);
-size_t iov_from_buf(const struct iovec *iov, unsigned int cnt, size_t offset,
-		    const void *buf, size_t len);
-
 #endif

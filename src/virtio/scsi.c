@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "block/backend.h"
+#include "lib/iov.h"
 #include "lib/le.h"
 #include "lib/log.h"
 #include "scsi/disk.h"
@@ -267,28 +268,6 @@ static void req_done(struct scsi_req *sr)
 		respond(r, VIRTIO_SCSI_S_FAILURE, 0, sr->buf_len, NULL, 0, 0);
 		return;
 	}
-}
-
-/* Copies the iovecs of src after its first skip bytes into dst (at most
- * REQ_MAX_IOV); returns the count. */
-static unsigned int iov_slice(const struct iovec *src, unsigned int cnt,
-			      size_t skip, struct iovec *dst)
-{
-	unsigned int n = 0;
-
-	for (unsigned int i = 0; i < cnt; i++) {
-		size_t len = src[i].iov_len;
-
-		if (skip >= len) {
-			skip -= len;
-			continue;
-		}
-		dst[n].iov_base = (uint8_t *)src[i].iov_base + skip;
-		dst[n].iov_len = len - skip;
-		skip = 0;
-		n++;
-	}
-	return n;
 }
 
 /* Decodes one popped chain and hands the command to its disk, or answers

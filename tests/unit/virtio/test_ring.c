@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "lib/iov.h"
 #include "vdriver.h"
 
 #define RAM (4u << 20)
