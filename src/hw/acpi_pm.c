@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "arch/x86/acpi.h"
 #include "hw/acpi_pm.h"
 #include "lib/log.h"
 #include "vm/vm.h"

@@ -8,6 +8,13 @@
 
 struct vm;
 
+/* Where the block sits in port space (the FADT says so) and the sleep
+ * type of \_S5 (the DSDT says so). */
+#define ACPI_PM_BASE 0x600	/* PM1a_EVT (4 bytes) then PM1a_CNT (2) */
+#define ACPI_PM_LEN 8
+#define ACPI_PM1_CNT_OFF 4
+#define ACPI_S5_TYP 5
+
 struct acpi_pm {
 	void (*poweroff)(void *opaque);
 	void *opaque;

@@ -10,7 +10,7 @@
 
 #include "hw/i8042.h"
 #include "lib/log.h"
-#include "vm/machine.h"
+#include "vm/vm.h"
 
 #define STS_OBF 0x01
 #define STS_SYS 0x04

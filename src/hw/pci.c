@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "hw/pci.h"
+#include "lib/le.h"
 #include "lib/log.h"
 #include "vm/vm.h"
 
@@ -92,40 +93,21 @@ struct pci_bus {
 	bool resample_running;
 };
 
-static uint16_t get16(const uint8_t *p)
-{
-	return p[0] | p[1] << 8;
-}
-
-static void put16(uint8_t *p, uint16_t v)
-{
-	p[0] = v;
-	p[1] = v >> 8;
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	p[0] = v;
-	p[1] = v >> 8;
-	p[2] = v >> 16;
-	p[3] = v >> 24;
-}
-
 static void dev_init(struct pci_dev *pd, struct pci_bus *bus, unsigned int slot,
 		     const struct pci_dev_info *info)
 {
 	pd->bus = bus;
 	pd->slot = slot;
-	put16(pd->cfg + 0x00, info->vendor);
-	put16(pd->cfg + 0x02, info->device);
+	le_put16(pd->cfg + 0x00, info->vendor);
+	le_put16(pd->cfg + 0x02, info->device);
 	pd->cfg[0x08] = info->revision;
 	pd->cfg[0x09] = info->class_code;
 	pd->cfg[0x0a] = info->class_code >> 8;
 	pd->cfg[0x0b] = info->class_code >> 16;
-	put16(pd->cfg + 0x2c, info->subsys_vendor);
-	put16(pd->cfg + 0x2e, info->subsys);
+	le_put16(pd->cfg + 0x2c, info->subsys_vendor);
+	le_put16(pd->cfg + 0x2e, info->subsys);
 	/* command: I/O, memory, bus master, INTx disable are writable */
-	put16(pd->wmask + PCI_COMMAND,
+	le_put16(pd->wmask + PCI_COMMAND,
 	      PCI_CMD_IO | PCI_CMD_MEM | PCI_CMD_MASTER | PCI_CMD_INTX_DISABLE);
 	pd->wmask[0x0c] = 0xff;		/* cache line size */
 	pd->wmask[0x0d] = 0xff;		/* latency timer */
@@ -247,7 +229,7 @@ static struct bus *bar_bus(struct pci_dev *pd, unsigned int i)
 static bool bar_should_map(struct pci_dev *pd, unsigned int i)
 {
 	const struct pci_bar *b = &pd->bar[i];
-	uint16_t cmd = get16(pd->cfg + PCI_COMMAND);
+	uint16_t cmd = le_get16(pd->cfg + PCI_COMMAND);
 
 	if (!b->size || !b->addr)
 		return false;
@@ -310,9 +292,9 @@ int pci_bar_add(struct pci_dev *pd, unsigned int bar, uint64_t size, bool pio,
 	b->addr = addr;
 	b->fn = fn;
 	b->opaque = opaque;
-	put32(pd->cfg + PCI_BAR0 + 4 * bar, (uint32_t)addr | (pio ? 1 : 0));
+	le_put32(pd->cfg + PCI_BAR0 + 4 * bar, (uint32_t)addr | (pio ? 1 : 0));
 	/* Firmware would have enabled decoding for what it placed. */
-	put16(pd->cfg + PCI_COMMAND, get16(pd->cfg + PCI_COMMAND) |
+	le_put16(pd->cfg + PCI_COMMAND, le_get16(pd->cfg + PCI_COMMAND) |
 	      (pio ? PCI_CMD_IO : PCI_CMD_MEM));
 	pthread_mutex_lock(&pd->bus->lock);
 	bar_update(pd, bar, addr);
@@ -337,7 +319,7 @@ static void bar_write(struct pci_dev *pd, unsigned int i, uint32_t v)
 	if (!b->size)
 		return;	/* the device has no such BAR: it reads as 0 */
 	b->addr = v & ~(uint32_t)(b->size - 1) & (b->pio ? ~3u : ~15u);
-	put32(pd->cfg + PCI_BAR0 + 4 * i, (uint32_t)b->addr | (b->pio ? 1 : 0));
+	le_put32(pd->cfg + PCI_BAR0 + 4 * i, (uint32_t)b->addr | (b->pio ? 1 : 0));
 	bar_update(pd, i, old);
 }
 
@@ -355,7 +337,7 @@ int pci_cap_add(struct pci_dev *pd, const void *cap, unsigned int len)
 		pd->cfg[pd->last_cap + 1] = off;
 	else
 		pd->cfg[PCI_CAP_PTR] = off;
-	put16(pd->cfg + PCI_STATUS, get16(pd->cfg + PCI_STATUS) | PCI_STATUS_CAP_LIST);
+	le_put16(pd->cfg + PCI_STATUS, le_get16(pd->cfg + PCI_STATUS) | PCI_STATUS_CAP_LIST);
 	pd->last_cap = off;
 	pd->cap_end = off + len;
 	return off;
@@ -366,7 +348,7 @@ int pci_cap_add(struct pci_dev *pd, const void *cap, unsigned int len)
 static bool msix_on(const struct pci_dev *pd)
 {
 	return pd->msix_cap &&
-	       (get16(pd->cfg + pd->msix_cap + 2) & MSIX_CTRL_ENABLE);
+	       (le_get16(pd->cfg + pd->msix_cap + 2) & MSIX_CTRL_ENABLE);
 }
 
 bool pci_msix_enabled(const struct pci_dev *pd)
@@ -376,7 +358,7 @@ bool pci_msix_enabled(const struct pci_dev *pd)
 
 static bool vec_masked(const struct pci_dev *pd, unsigned int v)
 {
-	return (get16(pd->cfg + pd->msix_cap + 2) & MSIX_CTRL_MASKALL) ||
+	return (le_get16(pd->cfg + pd->msix_cap + 2) & MSIX_CTRL_MASKALL) ||
 	       (pd->vec[v].ctrl & MSIX_VEC_MASKED);
 }
 
@@ -424,7 +406,7 @@ static int wanted_gsi(struct pci_dev *pd, const struct binding *b, bool *resampl
 			return -1;
 		return pd->vec[b->vec].gsi;
 	}
-	if (get16(pd->cfg + PCI_COMMAND) & PCI_CMD_INTX_DISABLE)
+	if (le_get16(pd->cfg + PCI_COMMAND) & PCI_CMD_INTX_DISABLE)
 		return -1;
 	*resample = true;
 	return pci_intx_gsi(pd->slot);
@@ -675,14 +657,14 @@ int pci_msix_init(struct pci_dev *pd, unsigned int nvec, unsigned int bar)
 		if (pd->bus->vm && pd->vec[v].gsi < 0)
 			return -ENOSPC;
 	}
-	put16(cap + 2, nvec - 1);
-	put32(cap + 4, bar);			/* table at offset 0 */
-	put32(cap + 8, pd->pba_off | bar);
+	le_put16(cap + 2, nvec - 1);
+	le_put32(cap + 4, bar);			/* table at offset 0 */
+	le_put32(cap + 8, pd->pba_off | bar);
 	off = pci_cap_add(pd, cap, sizeof(cap));
 	if (off < 0)
 		return off;
 	pd->msix_cap = off;
-	put16(pd->wmask + off + 2, MSIX_CTRL_ENABLE | MSIX_CTRL_MASKALL);
+	le_put16(pd->wmask + off + 2, MSIX_CTRL_ENABLE | MSIX_CTRL_MASKALL);
 	ret = pci_bar_add(pd, bar, size, false, msix_bar_io, pd);
 	return ret;
 }
@@ -692,8 +674,8 @@ int pci_msix_init(struct pci_dev *pd, unsigned int nvec, unsigned int bar)
 static void cfg_write(struct pci_dev *pd, unsigned int off, const uint8_t *data,
 		      unsigned int len)
 {
-	uint16_t old_cmd = get16(pd->cfg + PCI_COMMAND);
-	uint16_t old_msix = pd->msix_cap ? get16(pd->cfg + pd->msix_cap + 2) : 0;
+	uint16_t old_cmd = le_get16(pd->cfg + PCI_COMMAND);
+	uint16_t old_msix = pd->msix_cap ? le_get16(pd->cfg + pd->msix_cap + 2) : 0;
 
 	if (off >= PCI_BAR0 && off < PCI_BAR0 + 24) {
 		/* BARs: dword accesses only, as every OS does. */
@@ -711,14 +693,14 @@ static void cfg_write(struct pci_dev *pd, unsigned int off, const uint8_t *data,
 
 		pd->cfg[off + i] = (pd->cfg[off + i] & ~m) | (data[i] & m);
 	}
-	if (get16(pd->cfg + PCI_COMMAND) != old_cmd) {
+	if (le_get16(pd->cfg + PCI_COMMAND) != old_cmd) {
 		for (unsigned int i = 0; i < PCI_NUM_BARS; i++)
 			bar_update(pd, i, pd->bar[i].addr);
 		pthread_mutex_lock(&pd->lock);
 		apply_all(pd);
 		pthread_mutex_unlock(&pd->lock);
 	}
-	if (pd->msix_cap && get16(pd->cfg + pd->msix_cap + 2) != old_msix) {
+	if (pd->msix_cap && le_get16(pd->cfg + pd->msix_cap + 2) != old_msix) {
 		pthread_mutex_lock(&pd->lock);
 		for (unsigned int v = 0; v < pd->msix_nvec; v++)
 			collect_pending(pd, v);

@@ -11,7 +11,7 @@
 
 #include "hw/serial.h"
 #include "lib/log.h"
-#include "vm/machine.h"
+#include "vm/vm.h"
 
 enum { RBR_THR, IER, IIR_FCR, LCR, MCR, LSR, MSR, SCR };
 

@@ -1,5 +1,5 @@
-/* Little-endian fields in byte buffers (virtio config space and request
- * headers), at any alignment. */
+/* Little-endian fields in byte buffers (PCI and virtio config space,
+ * request headers), at any alignment. */
 #ifndef IOVM_LIB_LE_H
 #define IOVM_LIB_LE_H
 
@@ -23,6 +23,14 @@ static inline void le_put64(uint8_t *p, uint64_t v)
 {
 	v = htole64(v);
 	memcpy(p, &v, 8);
+}
+
+static inline uint16_t le_get16(const uint8_t *p)
+{
+	uint16_t v;
+
+	memcpy(&v, p, 2);
+	return le16toh(v);
 }
 
 static inline uint32_t le_get32(const uint8_t *p)

@@ -5,7 +5,6 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "block/backend.h"
 #include "lib/log.h"
 #include "virtio/qwake.h"
 
@@ -22,23 +21,6 @@ void qwake_close(struct qwake *w)
 		close(w->fd);
 	w->fd = -1;
 	w->armed = false;
-}
-
-static void on_wake(void *tag, int res)
-{
-	struct qwake *w = tag;
-	uint64_t v;
-
-	w->armed = false;
-	if (read(w->fd, &v, sizeof(v)) < 0) {
-		/* EAGAIN: already drained */
-	}
-}
-
-void qwake_arm(struct qwake *w, struct blk_queue *bq)
-{
-	if (!w->armed && blkq_poll(bq, w->fd, on_wake, w) == 0)
-		w->armed = true;
 }
 
 void qwake_signal(struct qwake *w, const char *who)

@@ -7,20 +7,14 @@
 
 #include <stdbool.h>
 
-struct blk_queue;
-
 struct qwake {
 	int fd;		/* eventfd, non-blocking */
-	bool armed;	/* watched by the owner's blk_queue */
+	bool armed;	/* watched by the owner's loop (vqworker) */
 };
 
 /* Returns 0 or -errno. */
 int qwake_open(struct qwake *w);
 void qwake_close(struct qwake *w);
-
-/* From the owning thread: watch the eventfd in bq (once; a completion
- * drains it and the next call watches again). */
-void qwake_arm(struct qwake *w, struct blk_queue *bq);
 
 /* From any thread: wake the owner. who names it in the warning if the
  * write fails. */

@@ -102,8 +102,9 @@ struct virtq {
 	uint64_t used_gpa;	/* 4-byte aligned */
 	int kick_fd;		/* eventfd the driver's notifications signal */
 	int call_fd;		/* eventfd that interrupts the driver; -1: none */
-	uint8_t *isr;		/* INTx: ISR byte to set (bit 0) before a call;
-				 * NULL with MSI-X */
+	uint8_t *isr;		/* virtio-pci: ISR byte to set (bit 0) before
+				 * a call, with MSI-X too (a driver may read
+				 * it); NULL under vhost-user */
 	bool event_idx;		/* VIRTIO_F_RING_EVENT_IDX negotiated */
 	bool indirect;		/* VIRTIO_F_RING_INDIRECT_DESC negotiated */
 	uint16_t last_avail;	/* next avail entry to pop (vhost-user

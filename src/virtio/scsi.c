@@ -443,25 +443,14 @@ static const struct vqworker_ops vscsi_queue_ops = {
 
 static int pool_init(struct vscsi_queue *q, unsigned int size)
 {
-	if (q->pool_size != size) {
-		free(q->reqs);
-		free(q->iovs);
-		free(q->slots);
-		q->reqs = calloc(size, sizeof(*q->reqs));
-		q->iovs = calloc((size_t)size * 2 * REQ_MAX_IOV, sizeof(*q->iovs));
-		q->slots = calloc(size, sizeof(*q->slots));
-		if (!q->reqs || !q->iovs || !q->slots) {
-			free(q->reqs);
-			free(q->iovs);
-			free(q->slots);
-			q->reqs = NULL;
-			q->iovs = NULL;
-			q->slots = NULL;
-			q->pool_size = 0;
-			return -ENOMEM;
-		}
-		q->pool_size = size;
-	}
+	const struct vq_pool_array a[] = {
+		{ (void **)&q->reqs, sizeof(*q->reqs), 1 },
+		{ (void **)&q->iovs, sizeof(*q->iovs), 2 * REQ_MAX_IOV },
+		{ (void **)&q->slots, sizeof(*q->slots), 1 },
+	};
+
+	if (vq_pool_alloc(a, 3, &q->pool_size, size))
+		return -ENOMEM;
 	q->free = NULL;
 	for (unsigned int i = 0; i < size; i++) {
 		q->reqs[i].iov = q->iovs + (size_t)i * 2 * REQ_MAX_IOV;

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -81,6 +82,25 @@ static bool may_sleep(struct vqworker *w)
 
 static void on_kick(void *tag, int res);
 
+static void on_wake(void *tag, int res)
+{
+	struct qwake *wk = tag;
+	uint64_t v;
+
+	wk->armed = false;
+	if (read(wk->fd, &v, sizeof(v)) < 0) {
+		/* EAGAIN: already drained */
+	}
+}
+
+/* Watches the device's wakeup eventfd in the queue's io_uring (once; a
+ * completion drains it and the next call watches again). */
+static void arm_wake(struct vqworker *w)
+{
+	if (!w->wake.armed && blkq_poll(w->bq, w->wake.fd, on_wake, &w->wake) == 0)
+		w->wake.armed = true;
+}
+
 static void arm_kick(struct vqworker *w)
 {
 	/* A broken queue keeps its watch (and ignores the ring) so the
@@ -142,8 +162,8 @@ enum activity { IDLE, POPPED, REAPED };
  * works on the data it got answers later: the probe checks each 64 KiB it
  * reads (~30 us under PVM) before refilling, and then a spin after each
  * completion runs out almost every time, burning the CPU for nothing
- * (64k sequential reads: 2.4x the VMM CPU of never polling, at the same
- * throughput). So the spin on a turn after completions were pushed, at low
+ * (64k sequential reads used several times the VMM CPU of never polling,
+ * at the same throughput: bench/RESULTS.md). So the spin on a turn after completions were pushed, at low
  * depth, records whether the driver answered within it (one that a
  * completion ends first tells nothing). While fewer than ANSWERS_MIN of
  * the last 16 did, the thread does not spin at all (it sleeps at once, as
@@ -290,7 +310,7 @@ static void *queue_thread(void *arg)
 			break;
 		if (!stop && !w->kick_armed && !w->inflight)
 			arm_kick(w);	/* stalled or failed to arm */
-		qwake_arm(&w->wake, w->bq);
+		arm_wake(w);
 		/* (the driver owes an answer to what the last turn pushed) */
 		answer = !stop && w->answer_due && low_depth(w);
 		ns = stop ? 0 : spin_ns(w, last, answer);
@@ -335,6 +355,28 @@ static void *queue_thread(void *arg)
 	if (w->ops->exit)
 		w->ops->exit(w);
 	return NULL;
+}
+
+int vq_pool_alloc(const struct vq_pool_array *a, unsigned int n,
+		  unsigned int *cur, unsigned int size)
+{
+	bool ok = true;
+
+	if (*cur == size)
+		return 0;
+	for (unsigned int i = 0; i < n; i++) {
+		free(*a[i].p);
+		*a[i].p = calloc((size_t)size * a[i].per, a[i].elem);
+		ok = ok && *a[i].p;
+	}
+	*cur = ok ? size : 0;
+	if (ok)
+		return 0;
+	for (unsigned int i = 0; i < n; i++) {
+		free(*a[i].p);
+		*a[i].p = NULL;
+	}
+	return -ENOMEM;
 }
 
 void vqworker_init(struct vqworker *w, const struct vqworker_ops *ops,

@@ -6,6 +6,7 @@
 #define IOVM_VIRTIO_VQWORKER_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -75,6 +76,20 @@ struct vqworker {
 	struct qwake wake;	/* the device's wakeups, never the guest's kick fd */
 	char thread_name[16];
 };
+
+/* One array of a device's request pool (requests, their iovecs, ...): *p
+ * holds per elements of elem bytes for each entry of the ring. */
+struct vq_pool_array {
+	void **p;
+	size_t elem;
+	size_t per;
+};
+
+/* (Re)allocates the n arrays, zeroed, for a ring of size entries, unless
+ * *cur is size already (then they are kept as they are). On failure every
+ * array is freed, *cur is 0 and -ENOMEM returned. */
+int vq_pool_alloc(const struct vq_pool_array *a, unsigned int n,
+		  unsigned int *cur, unsigned int size);
 
 /* Once, when the device is created. spin_ns: the longest the thread
  * busy-polls before it sleeps (the disk's poll-us=, see

@@ -31,10 +31,6 @@ int vm_kvm_fd(const struct vm *vm);
 int vm_vcpu_fd(const struct vm *vm, unsigned int idx);
 uint64_t vm_mem_size(const struct vm *vm);
 
-/* Asks the main loop to call fn(opaque) when fd is readable (console
- * input); fn returns false at end of input. One input at most. */
-int vm_set_input(struct vm *vm, int fd, bool (*fn)(void *opaque), void *opaque);
-
 /* Starts one thread per vCPU, runs the main loop until a stop request
  * (guest exit, reboot, crash, SIGINT/SIGTERM/SIGHUP), stops the vCPUs, runs
  * the shutdown hooks and returns the VM's exit status. The caller must have
@@ -45,10 +41,6 @@ int vm_run(struct vm *vm);
  * every thread created later inherits the mask and the main loop receives
  * them through a signalfd. */
 int vm_block_signals(void);
-
-/* Reboot semantics: the guest asked for a reset; a triple fault that
- * follows is the reset, not a crash. */
-void vm_request_reset(struct vm *vm);
 
 /* Prints (info level) iovm's peak RSS, the guest RAM resident, and the
  * difference: iovm's own memory. */

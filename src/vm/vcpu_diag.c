@@ -7,7 +7,6 @@
 
 #include "lib/log.h"
 #include "vm/vcpu_diag.h"
-#include "vm/vm.h"
 
 #define PTE_P 1ull
 #define PTE_PS (1ull << 7)
@@ -151,7 +150,7 @@ static void describe_reason(char *buf, size_t len, const struct kvm_run *run)
 	}
 }
 
-void vcpu_report_exit(struct vm *vm, unsigned int idx, int fd,
+void vcpu_report_exit(const struct gmem *m, unsigned int idx, int fd,
 		      const struct kvm_run *run)
 {
 	struct kvm_regs regs;
@@ -167,10 +166,10 @@ void vcpu_report_exit(struct vm *vm, unsigned int idx, int fd,
 		return;
 	}
 	la = (sregs.efer & (1ull << 10)) && sregs.cs.l ? regs.rip : sregs.cs.base + regs.rip;
-	if (!vcpu_translate(vm_gmem(vm), sregs.cr0, sregs.cr3, sregs.cr4, sregs.efer,
+	if (!vcpu_translate(m, sregs.cr0, sregs.cr3, sregs.cr4, sregs.efer,
 			    la, &pa)) {
 		for (unsigned int n = 16; n > 0; n--) {
-			code = gmem_ptr(vm_gmem(vm), pa, n);
+			code = gmem_ptr(m, pa, n);
 			if (!code)
 				continue;
 			for (unsigned int i = 0; i < n; i++)

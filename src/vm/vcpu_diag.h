@@ -7,11 +7,10 @@
 
 #include "lib/gmem.h"
 
-struct vm;
-
-/* Prints the exit reason, suberror, RIP and the instruction bytes there.
- * Slow path only: may use KVM_GET_REGS/SREGS. */
-void vcpu_report_exit(struct vm *vm, unsigned int idx, int fd,
+/* Prints the exit reason, suberror, RIP and the instruction bytes there
+ * (read from m, the guest's RAM). Slow path only: may use
+ * KVM_GET_REGS/SREGS. */
+void vcpu_report_exit(const struct gmem *m, unsigned int idx, int fd,
 		      const struct kvm_run *run);
 
 /* Translates a guest linear address through the guest's page tables as

@@ -572,7 +572,7 @@ static bool handle_exit(struct vcpu *v)
 		}
 		break;
 	}
-	vcpu_report_exit(vm, v->idx, v->fd, run);
+	vcpu_report_exit(vm_gmem(vm), v->idx, v->fd, run);
 	vm_request_stop(vm, VM_STATUS_CRASH);
 	return true;
 }

@@ -60,4 +60,12 @@ void vm_request_stop(struct vm *vm, int status);
  * after the vCPUs stopped, to finish in-flight I/O and flush backends. */
 int vm_add_shutdown_hook(struct vm *vm, void (*fn)(void *opaque), void *opaque);
 
+/* Asks the main loop to call fn(opaque) when fd is readable (console
+ * input); fn returns false at end of input. One input at most. */
+int vm_set_input(struct vm *vm, int fd, bool (*fn)(void *opaque), void *opaque);
+
+/* Reboot semantics: the guest asked for a reset (through the keyboard
+ * controller); a triple fault that follows is the reset, not a crash. */
+void vm_request_reset(struct vm *vm);
+
 #endif

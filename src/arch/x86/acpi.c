@@ -5,6 +5,7 @@
 #include "arch/x86/acpi.h"
 #include "arch/x86/layout.h"
 #include "hw/pci.h"
+#include "lib/le.h"
 #include "vm/vm.h"
 
 #define RSDP_ADDR (ACPI_BASE)
@@ -190,20 +191,16 @@ static uint8_t checksum(const uint8_t *p, size_t n)
 	return -s;
 }
 
-static void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
-static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
-static void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
-
 static void header(uint8_t *t, const char *sig, uint32_t len, uint8_t rev)
 {
 	memcpy(t, sig, 4);
-	put32(t + 4, len);
+	le_put32(t + 4, len);
 	t[8] = rev;
 	memcpy(t + 10, "IOVM  ", 6);
 	memcpy(t + 16, "IOVMACPI", 8);
-	put32(t + 24, 1);
+	le_put32(t + 24, 1);
 	memcpy(t + 28, "IOVM", 4);
-	put32(t + 32, 1);
+	le_put32(t + 32, 1);
 }
 
 static void finish(uint8_t *t, uint32_t len)
@@ -222,21 +219,21 @@ static void io_gas(uint8_t *p, uint8_t width, uint64_t port)
 static void write_fadt(uint8_t *f)
 {
 	header(f, "FACP", FADT_LEN, 6);
-	put32(f + 36, FACS_ADDR);
-	put32(f + 40, DSDT_ADDR);
-	put16(f + 46, ACPI_SCI_IRQ);
+	le_put32(f + 36, FACS_ADDR);
+	le_put32(f + 40, DSDT_ADDR);
+	le_put16(f + 46, ACPI_SCI_IRQ);
 	/* SMI_CMD 0: the machine is always in ACPI mode (SCI_EN set). */
-	put32(f + 56, ACPI_PM_BASE);				/* PM1a_EVT_BLK */
-	put32(f + 64, ACPI_PM_BASE + ACPI_PM1_CNT_OFF);	/* PM1a_CNT_BLK */
+	le_put32(f + 56, ACPI_PM_BASE);				/* PM1a_EVT_BLK */
+	le_put32(f + 64, ACPI_PM_BASE + ACPI_PM1_CNT_OFF);	/* PM1a_CNT_BLK */
 	f[88] = 4;						/* PM1_EVT_LEN */
 	f[89] = 2;						/* PM1_CNT_LEN */
 	/* IAPC_BOOT_ARCH: 8042 present, no VGA, no CMOS RTC. */
-	put16(f + 109, (1 << 1) | (1 << 2) | (1 << 5));
+	le_put16(f + 109, (1 << 1) | (1 << 2) | (1 << 5));
 	/* Flags: WBINVD works, no fixed power or sleep button. */
-	put32(f + 112, (1 << 0) | (1 << 4) | (1 << 5));
+	le_put32(f + 112, (1 << 0) | (1 << 4) | (1 << 5));
 	f[131] = 3;						/* FADT minor */
-	put64(f + 132, FACS_ADDR);
-	put64(f + 140, DSDT_ADDR);
+	le_put64(f + 132, FACS_ADDR);
+	le_put64(f + 140, DSDT_ADDR);
 	io_gas(f + 148, 32, ACPI_PM_BASE);			/* X_PM1a_EVT_BLK */
 	io_gas(f + 172, 16, ACPI_PM_BASE + ACPI_PM1_CNT_OFF);	/* X_PM1a_CNT_BLK */
 	memcpy(f + 268, "IOVM    ", 8);			/* hypervisor id */
@@ -250,37 +247,37 @@ static uint32_t write_madt(uint8_t *t, unsigned int ncpus)
 	uint8_t *p = t + HDR_LEN + 8;
 	uint32_t len;
 
-	put32(t + HDR_LEN, LAPIC_BASE);
-	put32(t + HDR_LEN + 4, 1);				/* PCAT_COMPAT */
+	le_put32(t + HDR_LEN, LAPIC_BASE);
+	le_put32(t + HDR_LEN + 4, 1);				/* PCAT_COMPAT */
 	for (unsigned int i = 0; i < ncpus; i++, p += 8) {
 		p[0] = 0;					/* local APIC */
 		p[1] = 8;
 		p[2] = i;					/* processor uid */
 		p[3] = i;					/* APIC id */
-		put32(p + 4, 1);				/* enabled */
+		le_put32(p + 4, 1);				/* enabled */
 	}
 	p[0] = 1;						/* I/O APIC */
 	p[1] = 12;
 	p[2] = ncpus;
-	put32(p + 4, IOAPIC_BASE);
-	put32(p + 8, 0);					/* GSI base */
+	le_put32(p + 4, IOAPIC_BASE);
+	le_put32(p + 8, 0);					/* GSI base */
 	p += 12;
 	p[0] = 2;						/* override */
 	p[1] = 10;
 	p[3] = 0;						/* IRQ 0 */
-	put32(p + 4, 2);					/* -> GSI 2 */
-	put16(p + 8, 0);					/* bus default */
+	le_put32(p + 4, 2);					/* -> GSI 2 */
+	le_put16(p + 8, 0);					/* bus default */
 	p += 10;
 	p[0] = 2;
 	p[1] = 10;
 	p[3] = ACPI_SCI_IRQ;
-	put32(p + 4, ACPI_SCI_IRQ);
-	put16(p + 8, 0x1 | (0x3 << 2));				/* high, level */
+	le_put32(p + 4, ACPI_SCI_IRQ);
+	le_put16(p + 8, 0x1 | (0x3 << 2));				/* high, level */
 	p += 10;
 	p[0] = 4;						/* local APIC NMI */
 	p[1] = 6;
 	p[2] = 0xff;						/* all CPUs */
-	put16(p + 3, 0);
+	le_put16(p + 3, 0);
 	p[5] = 1;						/* LINT1 */
 	p += 6;
 	len = p - t;
@@ -307,7 +304,7 @@ int acpi_write_tables(struct gmem *m, unsigned int ncpus)
 	write_fadt(base + (FADT_ADDR - ACPI_BASE));
 
 	memcpy(facs, "FACS", 4);
-	put32(facs + 4, 64);
+	le_put32(facs + 4, 64);
 	facs[32] = 2;						/* version */
 
 	dsdt_len = HDR_LEN + write_dsdt_aml(dsdt + HDR_LEN);
@@ -319,21 +316,21 @@ int acpi_write_tables(struct gmem *m, unsigned int ncpus)
 	write_madt(base + (MADT_ADDR - ACPI_BASE), ncpus);
 
 	header(rsdt, "RSDT", HDR_LEN + 8, 1);
-	put32(rsdt + HDR_LEN, FADT_ADDR);
-	put32(rsdt + HDR_LEN + 4, MADT_ADDR);
+	le_put32(rsdt + HDR_LEN, FADT_ADDR);
+	le_put32(rsdt + HDR_LEN + 4, MADT_ADDR);
 	finish(rsdt, HDR_LEN + 8);
 
 	header(xsdt, "XSDT", HDR_LEN + 16, 1);
-	put64(xsdt + HDR_LEN, FADT_ADDR);
-	put64(xsdt + HDR_LEN + 8, MADT_ADDR);
+	le_put64(xsdt + HDR_LEN, FADT_ADDR);
+	le_put64(xsdt + HDR_LEN + 8, MADT_ADDR);
 	finish(xsdt, HDR_LEN + 16);
 
 	memcpy(rsdp, "RSD PTR ", 8);
 	memcpy(rsdp + 9, "IOVM  ", 6);
 	rsdp[15] = 2;						/* ACPI 2.0+ */
-	put32(rsdp + 16, RSDT_ADDR);
-	put32(rsdp + 20, 36);
-	put64(rsdp + 24, XSDT_ADDR);
+	le_put32(rsdp + 16, RSDT_ADDR);
+	le_put32(rsdp + 20, 36);
+	le_put64(rsdp + 24, XSDT_ADDR);
 	rsdp[8] = checksum(rsdp, 20);
 	rsdp[32] = checksum(rsdp, 36);
 	return 0;

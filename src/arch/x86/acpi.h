@@ -9,13 +9,10 @@
 
 #include <stdint.h>
 
+#include "hw/acpi_pm.h"	/* the PM1 block the FADT and DSDT describe */
 #include "lib/gmem.h"
 
-#define ACPI_PM_BASE 0x600	/* PM1a_EVT (4 bytes) then PM1a_CNT (2) */
-#define ACPI_PM_LEN 8
-#define ACPI_PM1_CNT_OFF 4
 #define ACPI_SCI_IRQ 9
-#define ACPI_S5_TYP 5		/* SLP_TYP of \_S5 in our DSDT */
 
 #define ACPI_MAX_CPUS 64
 
