@@ -561,8 +561,8 @@ int h_mknod(struct op *o)
 int h_readlink(struct op *o)
 {
 	struct p9_fid *f = fid_get(o->s, o->m->u.tfid.fid);
-	/* The reply is encoded from this buffer before the handler's
-	 * caller returns: it lives in the op's reply scratch. */
+	/* The target stays in this thread's buffer until p9_handle, on the
+	 * same thread, has encoded the reply (reply_send) and returned. */
 	static _Thread_local char buf[P9_TARGET_MAX + 1];
 	ssize_t n;
 
