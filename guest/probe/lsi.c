@@ -346,6 +346,7 @@ void lsi_submit(struct lsi_hba *h, unsigned int tag, unsigned int target,
 	if ((*e)[0] != IDLE_JOB)
 		probe_fail("lsi: start queue full");
 	(*e)[0] = cp;
+	h->last_sq = h->sq_put;
 	h->sq_put = (h->sq_put + 1) % SQ_LEN;
 }
 
@@ -409,6 +410,7 @@ int lsi_reap(struct lsi_hba *h)
 	/* Read the CCB (status byte) only after the entry that publishes it. */
 	barrier();
 	*e = 0;
+	h->last_dq = h->dq_get;
 	h->dq_get = (h->dq_get + 1) % DQ_LEN;
 	return (int)(off / sizeof(struct lsi_ccb));
 }

@@ -46,6 +46,8 @@ struct lsi_hba {
 	struct lsi_ccb *ccb;	/* LSI_NTAGS control blocks */
 	uint32_t sq_put;	/* next start queue entry the CPU fills */
 	uint32_t dq_get;	/* next done queue entry the CPU reads */
+	uint32_t last_sq;	/* start queue entry of the last lsi_submit */
+	uint32_t last_dq;	/* done queue entry of the last lsi_reap */
 	uint32_t a_start, a_dispatch, a_data_in, a_data_out;
 };
 

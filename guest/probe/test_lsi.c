@@ -326,6 +326,10 @@ static void job_run(const struct lsi_job *j, unsigned int target,
 		    struct lat_stats *lat, bool one_pass)
 {
 	uint64_t start[LSI_NTAGS], lba_off[LSI_NTAGS];
+	/* where each tag's command went in and came out, for the report
+	 * of a completion that is not one: a done queue entry that repeats
+	 * an older completion of the tag, or one stored before its status */
+	uint32_t sq_at[LSI_NTAGS], dq_at[LSI_NTAGS], subs[LSI_NTAGS] = { 0 };
 	uint64_t next = 0, ios = 0, t0, end, rng = seed * 2654435761u + 1;
 	bool busy[LSI_NTAGS] = { false };
 	unsigned int nseg = j->bs / 4096, inflight = 0, qd = j->qd;
@@ -352,6 +356,9 @@ static void job_run(const struct lsi_job *j, unsigned int target,
 		start[tag] = rdtsc();
 		lsi_submit(&hba, tag, target, cdb, 10,
 			   j->write ? LSI_OUT : LSI_IN, seg, len, nseg);
+		sq_at[tag] = hba.last_sq;
+		dq_at[tag] = UINT32_MAX;
+		subs[tag]++;
 		busy[tag] = true;
 		inflight++;
 	}
@@ -377,6 +384,9 @@ static void job_run(const struct lsi_job *j, unsigned int target,
 				delay_us(100000);
 				pr("probe: tag %d status %x, 100 ms later %x, resel %u\n",
 				   t, st, lsi_status(&hba, t), lsi_resel_count(&hba, t));
+				pr("probe: tag %d: done queue entry %u; its command #%u of this job went in at start queue entry %u; the one before came out at done queue entry %d\n",
+				   t, hba.last_dq, subs[t], sq_at[t],
+				   dq_at[t] == UINT32_MAX ? -1 : (int)dq_at[t]);
 				lsi_dump(&hba);
 				probe_fail("job %s: status %x", j->name,
 					   lsi_status(&hba, t));
@@ -406,9 +416,12 @@ static void job_run(const struct lsi_job *j, unsigned int target,
 				     j->bs / 512);
 				lba_off[t] = off;
 				start[t] = rdtsc();
+				dq_at[t] = hba.last_dq;
 				lsi_submit(&hba, t, target, cdb, 10,
 					   j->write ? LSI_OUT : LSI_IN, seg,
 					   len, nseg);
+				sq_at[t] = hba.last_sq;
+				subs[t]++;
 				busy[t] = true;
 				inflight++;
 				kick = true;
@@ -422,9 +435,9 @@ static void job_run(const struct lsi_job *j, unsigned int target,
 		    rdtsc() > end + ms_to_ticks(opt_u64("io_timeout_ms", 10000))) {
 			for (unsigned int i = 0; i < LSI_NTAGS; i++)
 				if (busy[i])
-					pr("probe: tag %u in flight: status %x resel %u\n",
+					pr("probe: tag %u in flight: status %x resel %u, start queue entry %u\n",
 					   i, lsi_status(&hba, i),
-					   lsi_resel_count(&hba, i));
+					   lsi_resel_count(&hba, i), sq_at[i]);
 			lsi_dump(&hba);
 			probe_fail("job %s: I/O timed out", j->name);
 		}
