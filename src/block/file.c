@@ -438,6 +438,25 @@ static struct blk_slot *slot_get(struct blk_queue *q)
 	return s;
 }
 
+/* A free slot set up for an operation on [offset, offset + len), or
+ * NULL when the queue is full. */
+static struct blk_slot *slot_start(struct blk_queue *q, enum blk_op op,
+				   struct blk_backend *be, uint64_t offset,
+				   uint64_t len, blk_done_fn done, void *tag)
+{
+	struct blk_slot *s = slot_get(q);
+
+	if (!s)
+		return NULL;
+	s->op = op;
+	s->be = be;
+	s->offset = offset;
+	s->len = len;
+	s->done = done;
+	s->tag = tag;
+	return s;
+}
+
 static void slot_put(struct blk_queue *q, struct blk_slot *s)
 {
 	s->busy = false;
@@ -519,17 +538,11 @@ int blkq_rw(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	 * much per call anyway. */
 	if (!range_ok(be, offset, len) || len > BLK_MAX_RW)
 		return -EINVAL;
-	s = slot_get(q);
+	s = slot_start(q, op, be, offset, len, done, tag);
 	if (!s)
 		return -EAGAIN;
-	s->op = op;
-	s->be = be;
 	s->iov = iov;
 	s->iovcnt = iovcnt;
-	s->offset = offset;
-	s->len = len;
-	s->done = done;
-	s->tag = tag;
 	s->buffered = be->direct && !dio_aligned(be, iov, iovcnt, offset);
 	ret = prep_rw(q, s);
 	if (ret)
@@ -940,15 +953,9 @@ int blkq_discard(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 		return -EROFS;
 	if (!range_ok(be, offset, len))
 		return -EINVAL;
-	s = slot_get(q);
+	s = slot_start(q, op, be, offset, len, done, tag);
 	if (!s)
 		return -EAGAIN;
-	s->op = op;
-	s->be = be;
-	s->offset = offset;
-	s->len = len;
-	s->done = done;
-	s->tag = tag;
 	if (op == BLK_OP_DISCARD) {
 		if (!be->discard_ok ||
 		    (!be->is_blockdev && test_no_fallocate())) {
