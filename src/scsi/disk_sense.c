@@ -65,3 +65,11 @@ void disk_check(struct scsi_req *req, uint8_t key, uint16_t asc)
 
 	disk_check_condition(req, &s);
 }
+
+unsigned int scsi_disk_sense(const struct scsi_disk *d, uint8_t key,
+			     uint16_t asc, uint8_t *p)
+{
+	struct sense s = { .key = key, .asc = asc, .field = -1, .bit = -1 };
+
+	return disk_sense_encode(&s, disk_dsense(d), p);
+}

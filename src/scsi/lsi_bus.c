@@ -11,14 +11,13 @@
 
 /* ---- commands ------------------------------------------------------------ */
 
-static void make_sense(uint8_t *b, uint8_t key, uint8_t asc, uint8_t ascq)
+/* Sense of a condition the HBA finds itself, in the format the target's
+ * control mode page (D_SENSE) asks for, like the target's own. */
+static void make_sense(struct lsi *s, struct lsi_cmd *c, uint8_t key,
+		       uint16_t asc)
 {
-	memset(b, 0, 18);
-	b[0] = 0x70;
-	b[2] = key;
-	b[7] = 10;
-	b[12] = asc;
-	b[13] = ascq;
+	c->req.sense_len = scsi_disk_sense(s->tgt[c->target].disk, key, asc,
+					   c->req.sense);
 }
 
 static void param_put(struct lsi *s, struct lsi_cmd *c)
@@ -168,16 +167,14 @@ static void lsi_req_done(struct scsi_req *req)
 		break;
 	default:	/* buffer mismatch: cannot happen with our buffers */
 		c->status = SAM_STAT_CHECK_CONDITION;
-		make_sense(req->sense, SENSE_HARDWARE_ERROR, 0x44, 0);
-		req->sense_len = 18;
+		make_sense(s, c, SENSE_HARDWARE_ERROR, 0x4400);
 		break;
 	}
 	if (c->seg_failed && c->status == SAM_STAT_GOOD) {
 		/* data the backend never saw must not report GOOD:
 		 * INTERNAL TARGET FAILURE */
 		c->status = SAM_STAT_CHECK_CONDITION;
-		make_sense(req->sense, SENSE_HARDWARE_ERROR, 0x44, 0);
-		req->sense_len = 18;
+		make_sense(s, c, SENSE_HARDWARE_ERROR, 0x4400);
 	}
 	if (!c->direct && c->dir == SCSI_DIR_FROM_DEV) {
 		/* Non-direct data-in: the data phase follows, for what the
@@ -304,14 +301,13 @@ static bool tag_overlaps(struct lsi *s, unsigned int target, unsigned int lun,
 	return false;
 }
 
-static void own_check(struct lsi_cmd *c, uint8_t key, uint8_t asc,
-		      uint8_t ascq)
+static void own_check(struct lsi *s, struct lsi_cmd *c, uint8_t key,
+		      uint16_t asc)
 {
 	c->own_status = true;
 	c->done = true;
 	c->status = SAM_STAT_CHECK_CONDITION;
-	make_sense(c->req.sense, key, asc, ascq);
-	c->req.sense_len = 18;
+	make_sense(s, c, key, asc);
 	c->xfer = 0;
 }
 
@@ -352,7 +348,7 @@ static void cmd_start(struct lsi *s)
 	c->req.sense_len = 0;
 	s->cur = c;
 	if (overlap) {
-		own_check(c, SENSE_ABORTED_COMMAND, 0x4e, 0x00);
+		own_check(s, c, SENSE_ABORTED_COMMAND, 0x4e00);
 		tgt_next(s);
 		return;
 	}
@@ -411,7 +407,7 @@ static void cmd_start(struct lsi *s)
 		return;
 	}
 	if (c->dir == SCSI_DIR_TO_DEV && c->xfer > SCSI_PARAM_MAX) {
-		own_check(c, SENSE_ILLEGAL_REQUEST, 0x1a, 0x00);
+		own_check(s, c, SENSE_ILLEGAL_REQUEST, 0x1a00);
 		tgt_next(s);
 		return;
 	}
