@@ -189,6 +189,13 @@ void scsi_lun_absent_submit(const struct scsi_lun_map *luns,
 const struct blk_errors *scsi_disk_errors(const struct scsi_disk *d);
 void scsi_disk_count_error(struct scsi_disk *d, enum blk_op op);
 
+/* Sense data for a condition an HBA finds itself (key, asc = ASC << 8 |
+ * ASCQ), in the format d's control mode page asks for: descriptor when
+ * D_SENSE is set, else fixed (d NULL: fixed). Writes at most SCSI_SENSE_MAX
+ * bytes to p and returns their number. */
+unsigned int scsi_disk_sense(const struct scsi_disk *d, uint8_t key,
+			     uint16_t asc, uint8_t *p);
+
 /* Write cache enabled (MODE SENSE caching page WCE), for HBAs and tests. */
 bool scsi_disk_wce(const struct scsi_disk *d);
 

@@ -1,10 +1,11 @@
-/* State shared by the LSI 53C895A register file / SCSI bus model
- * (lsi53c895a.c) and its SCRIPTS processor (lsi_scripts.c). */
+/* State of the LSI 53C895A shared by its parts: register file, SCSI bus,
+ * DMA, signalling, the SCRIPTS processor and the device's life cycle. */
 #ifndef IOVM_SCSI_LSI_INTERNAL_H
 #define IOVM_SCSI_LSI_INTERNAL_H
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
 
@@ -146,33 +147,24 @@ struct lsi {
 	int kick_fd;
 };
 
-/* lsi53c895a.c: register file and bus services for the processor. */
-uint8_t lsi_reg_read(struct lsi *s, unsigned int off, bool scripts);
-void lsi_reg_write(struct lsi *s, unsigned int off, uint8_t val, bool scripts);
-void lsi_update_irq(struct lsi *s);
-void *lsi_dma_ptr(struct lsi *s, uint64_t addr, uint64_t len);
-/* Register offset when [addr, addr+len) lies in the chip's own register
- * window (SCRIPTS may move data to and from their registers), else -1. */
-int lsi_dma_reg(const struct lsi *s, uint64_t addr, uint64_t len);
+#define container_of(p, t, m) ((t *)((char *)(p) - offsetof(t, m)))
 
-/* Bus operations. Each returns LSI_BUS_OK, LSI_BUS_WAIT (the target has no
- * REQ yet: retry the instruction later), LSI_BUS_FAULT (bad DMA address) or
- * LSI_BUS_FREE (not connected). */
-enum { LSI_BUS_OK, LSI_BUS_WAIT, LSI_BUS_FAULT, LSI_BUS_FREE };
-int lsi_bus_phase(struct lsi *s);	/* valid phase or -WAIT/-FREE */
-int lsi_bus_move(struct lsi *s, uint64_t addr, uint32_t *count);
-int lsi_bus_select(struct lsi *s, unsigned int id, bool atn);
-bool lsi_bus_reselect(struct lsi *s);
-void lsi_bus_set_atn(struct lsi *s, bool on);
-void lsi_bus_set_ack(struct lsi *s);
-void lsi_bus_clear_ack(struct lsi *s);
-bool lsi_bus_connected(struct lsi *s);
-
-/* lsi_scripts.c */
-long lsi_scripts_run(struct lsi *s, long budget);
-void lsi_scripts_start(struct lsi *s);
-void lsi_dma_interrupt(struct lsi *s, uint8_t dstat);
-void lsi_scsi_interrupt(struct lsi *s, uint8_t sist0, uint8_t sist1);
+/* Calls between the parts of the chip below the SCRIPTS processor; what the
+ * processor itself uses of them is in lsi_chip.h. */
+/* lsi_irq.c */
+void lsi_kick(struct lsi *s);		/* wake the HBA thread */
+void lsi_wake(struct lsi *s);		/* an event a wait may be over */
+void lsi_scripts_start(struct lsi *s);	/* DSP written: run SCRIPTS */
+/* lsi_regfile.c */
+void lsi_chip_reset(struct lsi *s);
+/* lsi_bus.c */
+void lsi_bus_reset(struct lsi *s);
+/* lsi_dma.c: the data phase of the command on the bus. */
+void lsi_seg_done(struct scsi_req *req, int res);
+int lsi_dma_direct(struct lsi *s, struct lsi_cmd *c, uint8_t *p,
+		   uint32_t *count);
+int lsi_dma_param(struct lsi *s, struct lsi_cmd *c, uint8_t *p,
+		  uint32_t *count);
 
 static inline uint32_t lsi_get32(const struct lsi *s, unsigned int off)
 {

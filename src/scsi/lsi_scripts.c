@@ -3,48 +3,14 @@
  * address comes from the guest and is checked; a bad one is a bus fault,
  * an undefined encoding an illegal instruction interrupt, as on the chip. */
 #include <string.h>
-#include <unistd.h>
 
+#include "scsi/lsi_chip.h"
 #include "scsi/lsi_internal.h"
+#include "scsi/lsi_scripts.h"
 
 static int32_t sext24(uint32_t v)
 {
 	return (int32_t)(v << 8) >> 8;
-}
-
-void lsi_dma_interrupt(struct lsi *s, uint8_t dstat)
-{
-	s->dstat |= dstat;
-	s->scr = LSI_SCR_IDLE;
-	lsi_update_irq(s);
-}
-
-void lsi_scsi_interrupt(struct lsi *s, uint8_t sist0, uint8_t sist1)
-{
-	/* Fatal conditions halt SCRIPTS whether or not they are enabled as
-	 * interrupts; the others (CMP, SEL, RSL, GEN, HTH) only when they
-	 * are. */
-	uint8_t halt0 = LSI_SIST0_MA | LSI_SIST0_UDC | LSI_SIST0_RST |
-			LSI_SIST0_PAR | LSI_SIST0_SGE;
-	uint8_t halt1 = LSI_SIST1_STO | LSI_SIST1_SBMC;
-
-	s->sist0 |= sist0;
-	s->sist1 |= sist1;
-	if ((sist0 & (halt0 | s->regs[LSI_SIEN0])) ||
-	    (sist1 & (halt1 | s->regs[LSI_SIEN1])))
-		s->scr = LSI_SCR_IDLE;
-	lsi_update_irq(s);
-}
-
-void lsi_scripts_start(struct lsi *s)
-{
-	s->scr = LSI_SCR_RUN;
-	if (s->kick_fd >= 0) {
-		uint64_t one = 1;
-
-		if (write(s->kick_fd, &one, sizeof(one)) < 0)
-			return;	/* counter full: the thread is awake */
-	}
 }
 
 /* Moves that may touch words the driver shares with the SCRIPTS (start

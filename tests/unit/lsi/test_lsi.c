@@ -1152,6 +1152,55 @@ static void test_segment_refused(void **state)
 	assert_int_equal(lsi_cmds_active(hba), 0);
 }
 
+/* With D_SENSE set (control mode page), the sense the HBA makes itself is
+ * in descriptor format, like the target's own: here the INTERNAL TARGET
+ * FAILURE of a segment the queue refused. */
+static void test_descriptor_sense(void **state)
+{
+	/* MODE SELECT(6), PF: header, then the control page as it is with
+	 * D_SENSE set */
+	static const uint8_t ms[6] = { 0x15, 0x10, 0, 0, 16, 0 };
+	static const uint8_t ctl[16] = { 0, 0, 0, 0, 0x0a, 0x0a, 0x04, 0x10,
+					 0, 0, 0, 0, 0xff, 0xff, 0, 0 };
+	static const uint8_t rs[6] = { 0x03, 0, 0, 0, 8, 0 };
+	const struct sg msg = { DBUF + 0x2000, sizeof(ctl) };
+	const struct sg ss = { DBUF + 0x1000, 8 };
+	uint8_t cdb[10];
+	struct sg sg = { DBUF, 4096 };
+
+	memcpy(ram + DBUF + 0x2000, ctl, sizeof(ctl));
+	make_cmd(1, 0, ms, 6, LSI_PHASE_DATA_OUT, &msg, 1);
+	queue_job(1);
+	kick(true);
+	run();
+	expect_idle();
+	assert_int_equal(ram[dsa_of(1) + OFF_STATUS_BYTE], SAM_STAT_GOOD);
+
+	rw10(cdb, 0x2a, 0, 8);
+	make_cmd(2, 0, cdb, 10, LSI_PHASE_DATA_OUT, &sg, 1);
+	queue_job(2);
+	fake_blkq_fail_next(-EAGAIN);
+	kick(false);
+	run();
+	expect_idle();
+	assert_int_equal(ram[dsa_of(2) + OFF_STATUS_BYTE],
+			 SAM_STAT_CHECK_CONDITION);
+	/* descriptor sense without descriptors is 8 bytes: ask for those */
+	memset(ram + DBUF + 0x1000, 0xff, 18);
+	make_cmd(3, 0, rs, 6, LSI_PHASE_DATA_IN, &ss, 1);
+	queue_job(3);
+	kick(false);
+	run();
+	expect_idle();
+	assert_int_equal(ram[dsa_of(3) + OFF_STATUS_BYTE], SAM_STAT_GOOD);
+	assert_int_equal(ram[DBUF + 0x1000] & 0x7f, 0x72);
+	assert_int_equal(ram[DBUF + 0x1000 + 1] & 0xf, SENSE_HARDWARE_ERROR);
+	assert_int_equal(ram[DBUF + 0x1000 + 2], 0x44);
+	assert_int_equal(ram[DBUF + 0x1000 + 3], 0x00);
+	assert_int_equal(ram[DBUF + 0x1000 + 7], 0);	/* no descriptors */
+	assert_int_equal(lsi_cmds_active(hba), 0);
+}
+
 /* ---- whole-word stores ---- */
 
 /* The driver polls its done queue while the SCRIPTS write it: a DSA must
@@ -1299,6 +1348,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_no_disconnect_privilege,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_segment_refused, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_descriptor_sense, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_whole_word_stores, setup,
 						teardown),
