@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "commands.h"
+#include "cmd/commands.h"
 
 struct command {
 	const char *name;

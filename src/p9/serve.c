@@ -19,7 +19,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "commands.h"
+#include "cmd/commands.h"
 #include "config.h"
 #include "lib/kvopt.h"
 #include "lib/log.h"

@@ -11,7 +11,7 @@
 
 #include "config.h"
 #include "lib/kvopt.h"
-#include "vm/run_opts.h"
+#include "cmd/run_opts.h"
 
 #define ARGV(...) (char *[]){ "run", __VA_ARGS__, NULL }
 #define ARGC(...) ((int)(sizeof((char *[]){ "run", __VA_ARGS__ }) / sizeof(char *)))

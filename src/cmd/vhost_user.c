@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "commands.h"
+#include "cmd/commands.h"
 #include "config.h"
 #include "lib/log.h"
 #include "vhost/server.h"

@@ -7,7 +7,7 @@
 #include "arch/x86/cpuid.h"
 #include "lib/kvopt.h"
 #include "vm/machine.h"
-#include "vm/run_opts.h"
+#include "cmd/run_opts.h"
 
 enum { OPT_CPU = 0x100 };
 

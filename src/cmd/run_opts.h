@@ -1,7 +1,7 @@
 /* Command line of `iovm run`, parsed without touching KVM or files so that
  * it can be tested on its own. */
-#ifndef IOVM_VM_RUN_OPTS_H
-#define IOVM_VM_RUN_OPTS_H
+#ifndef IOVM_CMD_RUN_OPTS_H
+#define IOVM_CMD_RUN_OPTS_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -2,7 +2,7 @@
  * per --disk / --share. */
 #include <errno.h>
 
-#include "devices.h"
+#include "cmd/devices.h"
 #include "hw/pci.h"
 #include "lib/log.h"
 #include "scsi/lsi_pci.h"

@@ -6,15 +6,15 @@
 #include <unistd.h>
 
 #include "arch/x86/boot.h"
-#include "commands.h"
-#include "devices.h"
+#include "cmd/commands.h"
+#include "cmd/devices.h"
 #include "hw/acpi_pm.h"
 #include "hw/exitdev.h"
 #include "hw/i8042.h"
 #include "hw/serial.h"
 #include "lib/log.h"
 #include "vm/machine.h"
-#include "vm/run_opts.h"
+#include "cmd/run_opts.h"
 
 /* Clear errors for missing files before KVM is even opened. */
 static int check_readable(const char *path, const char *what)
