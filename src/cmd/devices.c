@@ -12,15 +12,15 @@
 #include "virtio/scsi.h"
 #include "vm/vm.h"
 
-static int add_virtio_blk(struct vm *vm, struct pci_bus *pci,
-			  const struct disk_cfg *d)
+/* Puts a device model (NULL: its create failed, err says why) on the PCI
+ * bus as a virtio-pci function. opt names the option for the error. */
+static int add_virtio(struct vm *vm, struct pci_bus *pci, struct virtio_dev *dev,
+		      const char *opt, const char *err)
 {
-	char err[512];
-	struct virtio_dev *dev = virtio_blk_create(d, vm_ncpus(vm), err, sizeof(err));
 	int ret;
 
 	if (!dev) {
-		pr_err("--disk: %s", err);
+		pr_err("%s: %s", opt, err);
 		return -EINVAL;
 	}
 	ret = virtio_pci_create(vm, pci, dev);
@@ -29,21 +29,21 @@ static int add_virtio_blk(struct vm *vm, struct pci_bus *pci,
 	return ret;
 }
 
+static int add_virtio_blk(struct vm *vm, struct pci_bus *pci,
+			  const struct disk_cfg *d)
+{
+	char err[512];
+
+	return add_virtio(vm, pci, virtio_blk_create(d, vm_ncpus(vm), err, sizeof(err)),
+			  "--disk", err);
+}
+
 static int add_virtio_9p(struct vm *vm, struct pci_bus *pci,
 			 const struct share_cfg *s)
 {
 	char err[512];
-	struct virtio_dev *dev = virtio_9p_create(s, err, sizeof(err));
-	int ret;
 
-	if (!dev) {
-		pr_err("--share: %s", err);
-		return -EINVAL;
-	}
-	ret = virtio_pci_create(vm, pci, dev);
-	if (ret)
-		dev->ops->destroy(dev);
-	return ret;
+	return add_virtio(vm, pci, virtio_9p_create(s, err, sizeof(err)), "--share", err);
 }
 
 /* All if=virtio-scsi disks go on one HBA, as targets/LUNs of it. */
@@ -51,18 +51,10 @@ static int add_virtio_scsi(struct vm *vm, struct pci_bus *pci,
 			   const struct disk_cfg *const *disks, unsigned int n)
 {
 	char err[512];
-	struct virtio_dev *dev = virtio_scsi_create(disks, n, vm_ncpus(vm), err,
-						    sizeof(err));
-	int ret;
 
-	if (!dev) {
-		pr_err("--disk: %s", err);
-		return -EINVAL;
-	}
-	ret = virtio_pci_create(vm, pci, dev);
-	if (ret)
-		dev->ops->destroy(dev);
-	return ret;
+	return add_virtio(vm, pci, virtio_scsi_create(disks, n, vm_ncpus(vm), err,
+						      sizeof(err)),
+			  "--disk", err);
 }
 
 int devices_create(struct vm *vm, const struct vm_config *cfg)
