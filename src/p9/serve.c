@@ -23,6 +23,7 @@
 #include "config.h"
 #include "lib/kvopt.h"
 #include "lib/log.h"
+#include "lib/sock.h"
 #include "p9/proto.h"
 #include "p9/server.h"
 
@@ -446,26 +447,19 @@ static int listen_on(const char *spec, char *desc, size_t desclen)
 	int fd, one = 1;
 
 	if (!strncmp(spec, "unix:", 5)) {
-		struct sockaddr_un sun = { .sun_family = AF_UNIX };
 		const char *path = spec + 5;
-		struct stat st;
 
-		if (!*path || strlen(path) >= sizeof(sun.sun_path)) {
+		if (!*path || strlen(path) > SOCK_UNIX_PATH_MAX) {
 			pr_err("--listen %s: the socket path must be 1 to %zu bytes",
-			       spec, sizeof(sun.sun_path) - 1);
+			       spec, SOCK_UNIX_PATH_MAX);
 			return -EINVAL;
 		}
-		strcpy(sun.sun_path, path);
-		/* A socket left by an earlier run is replaced; any other
-		 * file is not touched. */
-		if (!lstat(path, &st) && S_ISSOCK(st.st_mode))
-			unlink(path);
-		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (fd < 0 || bind(fd, (struct sockaddr *)&sun, sizeof(sun)) ||
-		    listen(fd, 16)) {
-			pr_err("--listen %s: %s", spec, strerror(errno));
-			if (fd >= 0)
-				close(fd);
+		fd = sock_listen_unix(path, 16);
+		if (fd < 0) {
+			/* Any other file at path is not touched: the path is
+			 * in use, as bind would say. */
+			pr_err("--listen %s: %s", spec,
+			       strerror(fd == -EEXIST ? EADDRINUSE : -fd));
 			return -EINVAL;
 		}
 		snprintf(desc, desclen, "unix:%s", path);

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "lib/sock.h"
 #include "vhost/mem.h"
 #include "vhost/proto.h"
 #include "vhost/server.h"
@@ -1039,39 +1040,18 @@ void vhu_server_free(struct vhu_server *s)
 
 /* ---- the listening socket ---- */
 
+/* A socket left by an earlier run is replaced; anything else at the path is
+ * someone's file and is left alone. */
 static int listen_unix(const char *path)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct stat st;
-	int fd;
+	int fd = sock_listen_unix(path, 1);
 
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		pr_err("--socket %s: path longer than %zu bytes", path,
-		       sizeof(sa.sun_path) - 1);
-		return -ENAMETOOLONG;
-	}
-	strcpy(sa.sun_path, path);
-	/* A socket left by an earlier run is replaced; anything else at the
-	 * path is someone's file and is left alone. */
-	if (!lstat(path, &st)) {
-		if (!S_ISSOCK(st.st_mode)) {
-			pr_err("--socket %s: exists and is not a socket", path);
-			return -EEXIST;
-		}
-		unlink(path);
-	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		pr_err("socket: %s", strerror(errno));
-		return -errno;
-	}
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 1) < 0) {
-		int ret = -errno;
-
-		pr_err("--socket %s: %s", path, strerror(errno));
-		close(fd);
-		return ret;
-	}
+	if (fd == -ENAMETOOLONG)
+		pr_err("--socket %s: path longer than %zu bytes", path, SOCK_UNIX_PATH_MAX);
+	else if (fd == -EEXIST)
+		pr_err("--socket %s: exists and is not a socket", path);
+	else if (fd < 0)
+		pr_err("--socket %s: %s", path, strerror(-fd));
 	return fd;
 }
 

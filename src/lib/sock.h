@@ -1,0 +1,19 @@
+/* Listening on a UNIX stream socket path, replacing a stale socket there. */
+#ifndef IOVM_LIB_SOCK_H
+#define IOVM_LIB_SOCK_H
+
+#include <stddef.h>
+#include <sys/un.h>
+
+/* The longest path a UNIX socket address holds. */
+#define SOCK_UNIX_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
+
+/* Binds a UNIX stream socket (close-on-exec) at path and listens on it
+ * with backlog. A socket left at path by an earlier run is replaced;
+ * anything else there is someone's file and is left alone. Prints
+ * nothing: returns the fd, or -ENAMETOOLONG (path longer than
+ * SOCK_UNIX_PATH_MAX), -EEXIST (a file other than a socket is at path),
+ * or the -errno of socket, bind or listen, for the caller's message. */
+int sock_listen_unix(const char *path, int backlog);
+
+#endif
