@@ -346,6 +346,40 @@ static int serve(struct vhu_cmd *c, struct virtio_dev *dev)
 	return status;
 }
 
+/* The device the command serves: the one virtio-blk disk, or a virtio-scsi
+ * HBA with all of them. */
+static struct virtio_dev *create_dev(struct vhu_cmd *c, char *err, size_t errlen)
+{
+	const struct disk_cfg *disks[CONFIG_MAX_DISKS];
+
+	if (c->iface == DISK_IF_VIRTIO_BLK)
+		return virtio_blk_create(&c->disks[0], host_cpus(VIRTIO_BLK_MAX_QUEUES), err,
+					 errlen);
+	for (unsigned int i = 0; i < c->ndisks; i++)
+		disks[i] = &c->disks[i];
+	return virtio_scsi_create(disks, c->ndisks, host_cpus(VIRTIO_SCSI_MAX_QUEUES), err,
+				  errlen);
+}
+
+static int run(struct vhu_cmd *c, int argc, char **argv)
+{
+	struct virtio_dev *dev;
+	char err[256];
+	int ret = parse_args(c, argc, argv);
+
+	if (ret) {
+		free_disks(c);
+		return ret > 0 ? 0 : 1;
+	}
+	dev = create_dev(c, err, sizeof(err));
+	if (!dev) {
+		fprintf(stderr, "iovm: error: --disk: %s\n", err);
+		free_disks(c);
+		return 1;
+	}
+	return serve(c, dev);
+}
+
 int cmd_vhost_user_blk(int argc, char **argv)
 {
 	struct vhu_cmd c = {
@@ -355,22 +389,8 @@ int cmd_vhost_user_blk(int argc, char **argv)
 		.max_disks = 1,
 		.fd = -1,
 	};
-	struct virtio_dev *dev;
-	char err[256];
-	int ret = parse_args(&c, argc, argv);
 
-	if (ret) {
-		free_disks(&c);
-		return ret > 0 ? 0 : 1;
-	}
-	dev = virtio_blk_create(&c.disks[0], host_cpus(VIRTIO_BLK_MAX_QUEUES), err,
-				sizeof(err));
-	if (!dev) {
-		fprintf(stderr, "iovm: error: --disk: %s\n", err);
-		free_disks(&c);
-		return 1;
-	}
-	return serve(&c, dev);
+	return run(&c, argc, argv);
 }
 
 int cmd_vhost_user_scsi(int argc, char **argv)
@@ -382,23 +402,6 @@ int cmd_vhost_user_scsi(int argc, char **argv)
 		.max_disks = CONFIG_MAX_DISKS,
 		.fd = -1,
 	};
-	const struct disk_cfg *disks[CONFIG_MAX_DISKS];
-	struct virtio_dev *dev;
-	char err[256];
-	int ret = parse_args(&c, argc, argv);
 
-	if (ret) {
-		free_disks(&c);
-		return ret > 0 ? 0 : 1;
-	}
-	for (unsigned int i = 0; i < c.ndisks; i++)
-		disks[i] = &c.disks[i];
-	dev = virtio_scsi_create(disks, c.ndisks, host_cpus(VIRTIO_SCSI_MAX_QUEUES), err,
-				 sizeof(err));
-	if (!dev) {
-		fprintf(stderr, "iovm: error: --disk: %s\n", err);
-		free_disks(&c);
-		return 1;
-	}
-	return serve(&c, dev);
+	return run(&c, argc, argv);
 }

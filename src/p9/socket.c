@@ -183,6 +183,18 @@ static void send_error(struct conn *c, uint16_t tag, int err)
 	pthread_mutex_unlock(&c->send_lock);
 }
 
+/* A slot is free again: its large buffers may go back (trim_slot). */
+static void put_slot(struct conn *c, struct slot *s)
+{
+	trim_slot(c, s);
+	pthread_mutex_lock(&c->lock);
+	s->next = c->free_list;
+	c->free_list = s;
+	c->inflight--;
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+}
+
 static void serve_slot(struct conn *c, struct slot *s)
 {
 	struct iovec in = { s->in, s->len };
@@ -206,13 +218,7 @@ static void serve_slot(struct conn *c, struct slot *s)
 		pthread_mutex_unlock(&c->send_lock);
 	}
 	p9_req_end(c->sess, &s->req);
-	trim_slot(c, s);
-	pthread_mutex_lock(&c->lock);
-	s->next = c->free_list;
-	c->free_list = s;
-	c->inflight--;
-	pthread_cond_broadcast(&c->cond);
-	pthread_mutex_unlock(&c->lock);
+	put_slot(c, s);
 }
 
 static void *worker_main(void *arg)
@@ -250,17 +256,6 @@ static struct slot *get_slot(struct conn *c)
 	c->inflight++;
 	pthread_mutex_unlock(&c->lock);
 	return s;
-}
-
-static void put_slot(struct conn *c, struct slot *s)
-{
-	trim_slot(c, s);
-	pthread_mutex_lock(&c->lock);
-	s->next = c->free_list;
-	c->free_list = s;
-	c->inflight--;
-	pthread_cond_broadcast(&c->cond);
-	pthread_mutex_unlock(&c->lock);
 }
 
 static void quiesce(struct conn *c, unsigned int keep)

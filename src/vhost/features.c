@@ -83,7 +83,7 @@ int vhu_do_set_owner(struct vhu_server *s, struct vhu_msg *m)
 /* RESET_OWNER (deprecated) and RESET_DEVICE: all rings stop and forget
  * their state (the inflight buffer too: it describes the old rings);
  * memory and the connection stay. */
-int vhu_do_reset(struct vhu_server *s, struct vhu_msg *m)
+void vhu_reset_device(struct vhu_server *s)
 {
 	vhu_stop_all(s);
 	if (s->dev->ops->flush)
@@ -93,6 +93,11 @@ int vhu_do_reset(struct vhu_server *s, struct vhu_msg *m)
 	vhu_inflight_clear(s);
 	s->features = 0;
 	s->dev->guest_features = 0;
+}
+
+int vhu_do_reset(struct vhu_server *s, struct vhu_msg *m)
+{
+	vhu_reset_device(s);
 	return 0;
 }
 

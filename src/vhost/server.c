@@ -246,16 +246,9 @@ out:
  * memory unmapped, its fds closed, negotiation undone. */
 static void disconnect(struct vhu_server *s)
 {
-	vhu_stop_all(s);
-	if (s->dev->ops->flush)
-		s->dev->ops->flush(s->dev);
-	for (unsigned int i = 0; i < s->nq; i++)
-		vhu_queue_reset(&s->q[i]);
-	vhu_inflight_clear(s);
+	vhu_reset_device(s);
 	vhu_mem_clear(&s->mem);
-	s->features = 0;
 	s->protocol_features = 0;
-	s->dev->guest_features = 0;
 	vhu_close_fd(&s->sock);
 }
 

@@ -77,6 +77,11 @@ void vhu_stop_all(struct vhu_server *s);
 int vhu_queue_sync(struct vhu_server *s, unsigned int i);
 int vhu_sync_all(struct vhu_server *s);
 
+/* features.c: all rings stopped and forgotten, backends flushed, the
+ * inflight buffer and the features dropped; memory and the connection
+ * stay (RESET_DEVICE, and the first step of a disconnect). */
+void vhu_reset_device(struct vhu_server *s);
+
 /* inflight.c */
 void vhu_inflight_clear(struct vhu_server *s);
 
