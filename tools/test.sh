@@ -1,6 +1,7 @@
 #!/bin/sh
 # The whole test suite: installs dependencies, builds iovm, the probe and the
-# guest image, runs the unit, KVM and real-driver tests, the unit tests again
+# guest image, checks the layering of src/ (tools/layers.py), runs the unit,
+# KVM and real-driver tests, the unit tests again
 # under ASan+UBSan, and every fuzz harness briefly. Exits non-zero on any
 # failure. KVM tests print SKIPPED (and count as skipped) without /dev/kvm.
 set -eu
@@ -13,6 +14,9 @@ step() { printf '\n=== %s ===\n' "$*"; }
 step "build (build/)"
 [ -d build ] || meson setup build
 ninja -C build
+
+step "layering check (tools/layers.py)"
+python3 tools/layers.py
 
 step "guest image"
 ./tools/mkguest.sh build/guest

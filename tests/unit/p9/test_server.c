@@ -1398,7 +1398,7 @@ static void test_reply_room(void **state)
 	t.u.tfid.fid = 2;
 	assert_int_equal(rpc_in_room(c, &t, &room), 0);
 	assert_int_equal(c->r.u.rreadlink.target.len, sizeof(target) - 1);
-	assert_true(room < 16384);	/* serve.c's SLOT_KEEP */
+	assert_true(room < 16384);	/* p9/socket.h's P9_SOCK_SLOT_KEEP */
 	t = (struct p9_msg){ .type = P9_TGETATTR };
 	t.u.tgetattr.fid = 2;
 	t.u.tgetattr.mask = P9_GETATTR_BASIC;
