@@ -10,8 +10,9 @@
 #           read-only disk refuses writes; after poweroff the host file holds
 #           exactly what the guest saw (sha256 of the whole disk).
 #   boot 2: QEMU is SIGKILLed in the middle of writes; every write the guest
-#           saw complete (O_DIRECT + fsync, then a marker on the console) is
-#           in the file, and the back-end survives.
+#           saw complete (O_DIRECT + fsync, then a marker on a serial port of
+#           its own, ttyS1, which kernel messages and QEMU's output never
+#           share) is in the file, and the back-end survives.
 #   boot 3: a new QEMU (2 vCPUs, 2 request queues) connects to the same
 #           back-end and reads those writes back from both CPUs; the
 #           back-end then exits cleanly on SIGTERM.
@@ -57,8 +58,10 @@ start_backend() {
 # (tests/guest/qemu-tcg.sh) with one vhost-user PCI device per backend, in
 # the background; the console goes to $work/NAME.console. Sets $qemu_pid (of
 # the harness, which exits with the guest script's status). $queues request
-# queues per device, with as many vCPUs.
+# queues per device, with as many vCPUs; $marks, if set, a file that gets
+# the guest's second serial port (ttyS1).
 queues=1
+marks=
 boot() {
 	name=$1 script=$2
 	shift 2
@@ -83,6 +86,7 @@ RW=$(disk '0:0:0:0') RO=$(disk '0:0:1:0')
 EOF
 	fi
 	cat "$script" >>"$work/$name.guest.sh"
+	[ -z "$marks" ] || devs="-monitor none -serial stdio -serial file:$marks $devs"
 	# shellcheck disable=SC2086
 	"$harness" -g "$guest" -s "$work/$name.guest.sh" -m 512M -p "$queues" -t 600 -- \
 		-object memory-backend-memfd,id=mem,size=512M,share=on \
@@ -205,6 +209,8 @@ echo "boot 1: disks, fio verify, discard, read-only and host content OK"
 # --- boot 2: the client dies in the middle of writes ------------------------
 truncate -s 64M "$work/kill.img"
 cat >"$work/boot2.sh" <<'EOF'
+# The markers' own port: raw, so that a line is the guest's bytes only.
+stty -F /dev/ttyS1 raw -echo 2>/dev/null || true
 # Background load keeps requests in flight when QEMU dies.
 fio --name=bg --filename=/dev/$RW --direct=1 --ioengine=libaio --rw=randwrite \
 	--bs=64k --iodepth=16 --offset=32M --size=32M --time_based --runtime=600 \
@@ -213,7 +219,7 @@ i=0
 while [ $i -lt 400 ]; do
 	dd if=/dev/urandom of=/tmp/c bs=64k count=1 2>/dev/null
 	dd if=/tmp/c of=/dev/$RW bs=64k seek=$i oflag=direct conv=fsync 2>/dev/null || exit 1
-	echo "DONE $i $(sha256sum </tmp/c | cut -d' ' -f1)"
+	echo "DONE $i $(sha256sum </tmp/c | cut -d' ' -f1)" >/dev/ttyS1
 	i=$((i + 1))
 done
 EOF
@@ -223,9 +229,11 @@ else
 	# target 1 stays empty: the RO lookup finds nothing, unused here.
 	start_backend kill --disk "path=$work/kill.img,target=0,queues=2"
 fi
+marks=$work/boot2.marks
 boot boot2 "$work/boot2.sh" kill
+marks=
 for _ in $(seq 600); do
-	c=$(grep -c '^DONE' "$work/boot2.console" 2>/dev/null) || c=0
+	c=$(grep -c '^DONE' "$work/boot2.marks" 2>/dev/null) || c=0
 	[ "$c" -ge 20 ] && break
 	kill -0 "$qemu_pid" 2>/dev/null || break
 	sleep 0.5
@@ -236,11 +244,21 @@ qemu=$(pgrep -f "qemu-system-x86_64 .*path=$work/kill.sock" || true)
 [ -n "$qemu" ] || { cat "$work/boot2.console"; die "QEMU of boot 2 is not running"; }
 kill -9 $qemu
 wait "$qemu_pid" 2>/dev/null || true
-done_lines=$(grep -a '^DONE [0-9]* [0-9a-f]\{64\}' "$work/boot2.console" | tr -d '\r')
+# Every marker line must be whole but the last, which the kill may cut (its
+# write is then not checked); they are one per write, 0 up, in order.
+tr -d '\r' <"$work/boot2.marks" >"$work/boot2.marks.txt"
+[ -z "$(tail -c 1 "$work/boot2.marks.txt")" ] || sed -i '$d' "$work/boot2.marks.txt"
+bad=$(grep -cv '^DONE [0-9]* [0-9a-f]\{64\}$' "$work/boot2.marks.txt" || true)
+[ "$bad" = 0 ] || { cat "$work/boot2.marks.txt"; die "$bad malformed marker lines"; }
+done_lines=$(cat "$work/boot2.marks.txt")
 [ "$(echo "$done_lines" | wc -l)" -ge 20 ] || {
 	cat "$work/boot2.console"
 	die "guest completed fewer than 20 writes before the kill"
 }
+n=$(echo "$done_lines" | wc -l)
+seq 0 $((n - 1)) >"$work/seq"
+echo "$done_lines" | cut -d' ' -f2 | cmp -s - "$work/seq" ||
+	{ cat "$work/boot2.marks.txt"; die "markers are not one per write, 0 up, in order"; }
 # The back-end notices the hang-up, drains and flushes; it must stay up.
 for _ in $(seq 50); do
 	grep -q "client disconnected" "$work/kill.log" && break
@@ -251,9 +269,10 @@ echo "$done_lines" | while read -r _ i s; do
 	got=$(dd if="$work/kill.img" bs=65536 skip="$i" count=1 2>/dev/null | sha)
 	[ "$got" = "$s" ] || echo "$i" >>"$work/lost"
 done
-[ ! -s "$work/lost" ] ||
+[ ! -s "$work/lost" ] || {
+	cat "$work/kill.log"
 	die "writes the guest saw complete are not in the file: $(tr '\n' ' ' <"$work/lost")"
-n=$(echo "$done_lines" | wc -l)
+}
 echo "boot 2: QEMU killed after $n completed writes; all of them are in the file"
 
 # --- boot 3: a new client on the same back-end reads them back --------------
