@@ -169,6 +169,14 @@ static int share_item(const char *key, const char *value, void *opaque)
 		s->msize = v;
 		return 0;
 	}
+	if (!strcmp(key, "poll-us")) {
+		if (parse_uint(value, 0, CONFIG_POLL_US_MAX, &v))
+			return bad(c, "--share: %s=%s is not a number from 0 to "
+				   "10000 (microseconds)", key, value);
+		s->poll_us = v;
+		s->poll_set = true;
+		return 0;
+	}
 	if (!strcmp(key, "security")) {
 		if (value && !strcmp(value, "mapped-xattr"))
 			s->security = SHARE_SEC_MAPPED_XATTR;
@@ -192,6 +200,7 @@ static int parse_share(const char *arg, bool need_tag, struct share_cfg *out,
 
 	memset(out, 0, sizeof(*out));
 	out->msize = P9_DEFAULT_MSIZE;
+	out->poll_us = CONFIG_POLL_US_DEFAULT;
 	ret = kvopt_foreach(arg, share_item, &c);
 	if (ret == -EINVAL && !err[0])
 		snprintf(err, errlen, "--share: malformed option string '%s'", arg);

@@ -48,6 +48,9 @@ struct share_cfg {
 	bool ro;
 	uint32_t msize;		/* largest msize the server accepts */
 	enum share_security security;
+	unsigned int poll_us;	/* poll-us=: virtio-9p's ring watch before a
+				 * sleep (CONFIG_POLL_US_DEFAULT unless set) */
+	bool poll_set;		/* poll-us= was given */
 };
 
 struct vm_config {

@@ -222,6 +222,9 @@ int cmd_9p_serve(int argc, char **argv)
 		fprintf(stderr, "iovm: 9p-serve needs --share path=DIR and --listen ADDRESS (try iovm 9p-serve --help)\n");
 		return 2;
 	}
+	if (share.poll_set)
+		pr_warn("9p-serve: poll-us=%u is ignored (it is virtio-9p's ring watch)",
+			share.poll_us);
 	if (share.tag)
 		pr_warn("9p-serve: tag=%s is ignored (the client names the share by address)",
 			share.tag);

@@ -52,6 +52,9 @@ struct v9p_thread {
 struct v9p {
 	struct virtio_dev dev;
 	struct p9_server *srv;
+	uint64_t poll_ns;		/* how long the ring's owner watches it,
+					 * kicks suppressed, before it sleeps
+					 * (the share's poll-us=) */
 	struct p9_session *sess;	/* one mount per queue start */
 	uint8_t *config;
 	struct virtq *vq;
@@ -264,7 +267,7 @@ static enum ring_state process_ring(struct v9p_thread *t, unsigned int gen)
 static bool wait_kick(struct v9p *v, unsigned int gen)
 {
 	struct pollfd pfd = { .fd = v->vq->kick_fd, .events = POLLIN };
-	uint64_t cnt, until = mono_ns() + VIRTIO_9P_POLL_NS;
+	uint64_t cnt, until = mono_ns() + v->poll_ns;
 	unsigned int spins = 0;
 
 	while (!__atomic_load_n(&v->handed, __ATOMIC_RELAXED)) {
@@ -627,6 +630,7 @@ struct virtio_dev *virtio_9p_create(const struct share_cfg *cfg, char *err,
 		return NULL;
 	}
 	/* struct virtio_9p_config: le16 tag_len, then the tag (no NUL). */
+	v->poll_ns = (uint64_t)cfg->poll_us * 1000;
 	v->config[0] = tl;
 	v->config[1] = tl >> 8;
 	memcpy(v->config + 2, cfg->tag, tl);

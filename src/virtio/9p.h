@@ -17,9 +17,6 @@
 /* Threads serving one device's requests, so a slow read does not hold up
  * a getattr. */
 #define VIRTIO_9P_THREADS 8
-/* How long the thread owning the ring watches it (guest kicks suppressed)
- * before it sleeps on the kick eventfd. */
-#define VIRTIO_9P_POLL_NS 50000
 /* How long the owner may spend in one request before the standby thread
  * takes the ring over (if the owner sleeps in it rather than runs); also
  * the standby's check interval while the owner is busy (one wake-up per

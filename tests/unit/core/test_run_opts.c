@@ -162,8 +162,19 @@ static void test_config_specs(void **state)
 	assert_int_equal(config_parse_share("path=/srv,tag=srv,msize=1M", true, &s, err,
 					    sizeof(err)), 0);
 	assert_int_equal(s.msize, 1u << 20);
+	assert_int_equal(s.poll_us, CONFIG_POLL_US_DEFAULT);
+	assert_false(s.poll_set);
 	free((char *)s.path);
 	free((char *)s.tag);
+	/* poll-us=: virtio-9p's ring watch, as for disks */
+	assert_int_equal(config_parse_share("path=/srv,poll-us=0", false, &s, err,
+					    sizeof(err)), 0);
+	assert_int_equal(s.poll_us, 0);
+	assert_true(s.poll_set);
+	free((char *)s.path);
+	assert_int_equal(config_parse_share("path=/srv,poll-us=10001", false, &s, err,
+					    sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "poll-us="));
 	/* security=: the safe mapped-xattr unless told otherwise */
 	assert_int_equal(s.security, SHARE_SEC_MAPPED_XATTR);
 	assert_int_equal(config_parse_share("path=/srv,security=none", false, &s, err,

@@ -40,7 +40,8 @@ static struct p9_str S(const char *s)
 static int setup(void **state)
 {
 	struct fx *f = calloc(1, sizeof(*f));
-	struct share_cfg cfg = { .tag = "hostshare", .msize = MSIZE };
+	struct share_cfg cfg = { .tag = "hostshare", .msize = MSIZE,
+				 .poll_us = CONFIG_POLL_US_DEFAULT };
 	char err[256];
 
 	strcpy(f->dir, "/tmp/v9ptest.XXXXXX");
