@@ -31,7 +31,7 @@ FILES = {"config.c": "config", "config.h": "config"}
 # Headers only the machine's builders may include.
 MACHINE_ONLY = {"vm/machine.h": {"main.c", "cmd", "arch/x86", "vm"}}
 
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+INCLUDE = re.compile(r'^\s*#\s*include\s+(["<])([^">]+)[">]')
 
 
 def unit_of(rel):
@@ -78,9 +78,22 @@ def main():
                     m = INCLUDE.match(line)
                     if not m:
                         continue
-                    inc = os.path.normpath(m.group(1))
-                    if not os.path.exists(os.path.join(src, inc)):
-                        continue    # a generated or test header
+                    # As cpp finds it: "x" next to the file first, then
+                    # (like <x>) on the -Isrc path.
+                    quoted, name = m.group(1) == '"', m.group(2)
+                    here = os.path.normpath(os.path.join(os.path.dirname(rel), name))
+                    if quoted and os.path.exists(os.path.join(src, here)):
+                        inc = here
+                    elif os.path.exists(os.path.join(src, os.path.normpath(name))):
+                        inc = os.path.normpath(name)
+                    elif quoted:
+                        errors.append(f"{rel}:{n}: includes \"{name}\", which is no file under src/")
+                        continue
+                    else:
+                        continue    # a system header
+                    if inc.startswith(".."):
+                        errors.append(f"{rel}:{n}: includes {name} from outside src/")
+                        continue
                     them = unit_of(inc)
                     if rel.endswith(".h"):
                         hdeps.setdefault(rel, set()).add(inc)

@@ -1272,8 +1272,10 @@ void blkq_abort(struct blk_queue *q, int err)
 		struct io_uring_cqe *cqe;
 		int ret = io_uring_submit_and_wait_timeout(&q->ring, &cqe, 1, &ts, NULL);
 
-		if (ret == -ETIME || ret == -EBUSY) {
-			/* EBUSY: completions are waiting to be taken */
+		if (ret == -ETIME || ret == -EBUSY || ret == -EAGAIN) {
+			/* EBUSY: completions are waiting to be taken;
+			 * EAGAIN: the kernel is short of memory, and this
+			 * is the wait that must not give up early */
 			if (!reap_ready(q))
 				idle++;
 			continue;

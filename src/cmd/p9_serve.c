@@ -85,10 +85,14 @@ static void usage(FILE *f)
 "        8 x msize + 2M (a quarter of it, what one connection may hold, fits\n"
 "        a message of msize each way), default 256M or that least if more.\n"
 "  --io-timeout SECONDS\n"
-"        Closes a connection that, in the middle of a message, sends nothing\n"
-"        for SECONDS, or that takes no reply (or none of its bytes) for\n"
-"        SECONDS: its buffers go back to the others. 0 to %d, default 60;\n"
-"        0 waits forever. A connection idle between messages is kept.\n"
+"        Closes a connection whose client takes more than SECONDS to send\n"
+"        one message whole (from its first byte) or to take one reply\n"
+"        whole: its buffers go back to the others, so that a client cannot\n"
+"        hold them by sending or reading a byte at a time. 0 to %d,\n"
+"        default 120; 0 waits forever. A connection idle between messages\n"
+"        is kept however long; but a client paused in the middle of a\n"
+"        message for longer (a suspended VM) loses its connection, and 9P\n"
+"        does not reconnect: raise it, or use 0, for such clients.\n"
 "  -v, --verbose   log each connection\n"
 "  -q, --quiet     log errors only\n"
 "  -h, --help      show this help\n"
@@ -150,7 +154,7 @@ int cmd_9p_serve(int argc, char **argv)
 	bool have_share = false;
 	char err[512], desc[300];
 	size_t slot_min;
-	unsigned int max_conns = 64, io_timeout_s = 60;
+	unsigned int max_conns = 64, io_timeout_s = 120;
 	size_t mem_cap = 0;
 	uint64_t v;
 	int opt, lfd;

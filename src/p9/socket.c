@@ -15,6 +15,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/sock.h"
 #include "p9/proto.h"
@@ -56,16 +57,34 @@ static unsigned int max_conns;
 static size_t mem_cap, conn_cap;
 static atomic_size_t mem_held;
 
-/* How long a connection may make no progress in the middle of a message it
- * sends, or leave a reply untaken, before it is closed (0: forever; 9p-serve
- * --io-timeout). Set on each connection's socket as SO_RCVTIMEO and
- * SO_SNDTIMEO, so it costs no system call per message; a connection that
- * is idle between messages is kept however long. */
+/* How long a client may take to send one message whole (from its first
+ * byte) or to take one reply whole before its connection is closed (0:
+ * forever; 9p-serve --io-timeout). SO_RCVTIMEO and SO_SNDTIMEO, set once
+ * per connection, wake a blocked read or send; the deadline is checked on
+ * the monotonic clock after each (no system call added per message). A
+ * connection that is idle between messages is kept however long. */
 static unsigned int io_timeout_s;
 
-/* Reads len bytes. idle: nothing of this message has arrived yet, so a
- * receive timeout only means the client is quiet (wait on). */
-static int read_full(int fd, void *buf, size_t len, bool idle)
+/* Whether a message or reply that began at *start (0: not yet; set now)
+ * has taken longer than --io-timeout. The clock is read per system call,
+ * not per message: a client that trickles a byte at a time still meets the
+ * deadline of the whole message. */
+static bool overdue(uint64_t *start)
+{
+	uint64_t now;
+
+	if (!io_timeout_s)
+		return false;
+	now = mono_ns();
+	if (!*start)
+		*start = now;
+	return now - *start > (uint64_t)io_timeout_s * 1000000000u;
+}
+
+/* Reads len bytes of the message that began at *start (0: nothing of it
+ * has arrived yet, so a receive timeout only means the client is quiet
+ * between messages: wait on). */
+static int read_full(int fd, void *buf, size_t len, uint64_t *start)
 {
 	uint8_t *p = buf;
 
@@ -74,34 +93,44 @@ static int read_full(int fd, void *buf, size_t len, bool idle)
 
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			if (idle)
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && !*start)
+			continue;
+		if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))) {
+			if (overdue(start)) {
+				pr_warn("9p-serve: a message took the client more than %u s: closing the connection",
+					io_timeout_s);
+				return -ETIMEDOUT;
+			}
+			if (n < 0)
 				continue;
-			pr_warn("9p-serve: client sent nothing for %u s in the middle of a message: closing the connection",
-				io_timeout_s);
-			return -ETIMEDOUT;
 		}
 		if (n <= 0)
 			return n < 0 ? -errno : -ECONNRESET;
-		idle = false;
 		p += n;
 		len -= n;
 	}
 	return 0;
 }
 
+/* Sends a reply whole; it must be taken within --io-timeout. */
 static int send_full(int fd, const void *buf, size_t len)
 {
 	const uint8_t *p = buf;
+	uint64_t start = 0;
 
 	while (len) {
 		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
 
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			pr_warn("9p-serve: client took no reply for %u s: closing the connection",
+		if ((n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))) &&
+		    overdue(&start)) {
+			pr_warn("9p-serve: the client took more than %u s over a reply: closing the connection",
 				io_timeout_s);
+			return -ETIMEDOUT;
+		}
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			continue;
 		if (n <= 0)
 			return -errno;
 		p += n;
@@ -268,21 +297,21 @@ static void quiesce(struct conn *c, unsigned int keep)
 
 /* A message no buffer could be had for: read past it and answer ENOMEM,
  * which keeps the stream's framing. */
-static int refuse_message(struct conn *c, uint32_t size)
+static int refuse_message(struct conn *c, uint32_t size, uint64_t *start)
 {
 	uint8_t buf[4096];
 	uint32_t left;
 	uint16_t tag;
 	int ret;
 
-	ret = read_full(c->fd, buf, P9_HDRSZ - 4, false);	/* type[1] tag[2] */
+	ret = read_full(c->fd, buf, P9_HDRSZ - 4, start);	/* type[1] tag[2] */
 	if (ret)
 		return ret;
 	tag = p9_get16(buf + 1);
 	for (left = size - P9_HDRSZ; left;) {
 		uint32_t n = left < sizeof(buf) ? left : sizeof(buf);
 
-		ret = read_full(c->fd, buf, n, false);
+		ret = read_full(c->fd, buf, n, start);
 		if (ret)
 			return ret;
 		left -= n;
@@ -298,9 +327,10 @@ static int read_message(struct conn *c, struct slot *s)
 {
 	uint8_t hdr[4];
 	uint32_t size, msize = p9_session_msize(c->sess);
+	uint64_t start = 0;	/* of the message's first byte */
 	int ret;
 
-	ret = read_full(c->fd, hdr, 4, true);
+	ret = read_full(c->fd, hdr, 4, &start);
 	if (ret)
 		return ret;
 	size = p9_get32(hdr);
@@ -310,10 +340,10 @@ static int read_message(struct conn *c, struct slot *s)
 		return -EPROTO;
 	}
 	if (ensure(c, &s->in, &s->incap, size))
-		return refuse_message(c, size);
+		return refuse_message(c, size, &start);
 	memcpy(s->in, hdr, 4);
 	s->len = size;
-	return read_full(c->fd, s->in + 4, size - 4, false);
+	return read_full(c->fd, s->in + 4, size - 4, &start);
 }
 
 static void conn_run(struct conn *c)

@@ -457,13 +457,16 @@ static const struct vqworker_ops vblk_queue_ops = {
 
 static int pool_init(struct vblk_queue *q, unsigned int size)
 {
-	const struct vq_pool_array a[] = {
-		{ (void **)&q->reqs, sizeof(*q->reqs), 1 },
-		{ (void **)&q->iovs, sizeof(*q->iovs), REQ_MAX_IOV },
+	struct vq_pool_array a[] = {
+		{ q->reqs, sizeof(*q->reqs), 1 },
+		{ q->iovs, sizeof(*q->iovs), REQ_MAX_IOV },
 	};
+	int ret = vq_pool_alloc(a, 2, &q->pool_size, size);
 
-	if (vq_pool_alloc(a, 2, &q->pool_size, size))
-		return -ENOMEM;
+	q->reqs = a[0].p;
+	q->iovs = a[1].p;
+	if (ret)
+		return ret;
 	if (!q->merge) {
 		q->merge = calloc(MERGE_SLOTS, sizeof(*q->merge));
 		if (!q->merge)

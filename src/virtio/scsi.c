@@ -443,14 +443,18 @@ static const struct vqworker_ops vscsi_queue_ops = {
 
 static int pool_init(struct vscsi_queue *q, unsigned int size)
 {
-	const struct vq_pool_array a[] = {
-		{ (void **)&q->reqs, sizeof(*q->reqs), 1 },
-		{ (void **)&q->iovs, sizeof(*q->iovs), 2 * REQ_MAX_IOV },
-		{ (void **)&q->slots, sizeof(*q->slots), 1 },
+	struct vq_pool_array a[] = {
+		{ q->reqs, sizeof(*q->reqs), 1 },
+		{ q->iovs, sizeof(*q->iovs), 2 * REQ_MAX_IOV },
+		{ q->slots, sizeof(*q->slots), 1 },
 	};
+	int ret = vq_pool_alloc(a, 3, &q->pool_size, size);
 
-	if (vq_pool_alloc(a, 3, &q->pool_size, size))
-		return -ENOMEM;
+	q->reqs = a[0].p;
+	q->iovs = a[1].p;
+	q->slots = a[2].p;
+	if (ret)
+		return ret;
 	q->free = NULL;
 	for (unsigned int i = 0; i < size; i++) {
 		q->reqs[i].iov = q->iovs + (size_t)i * 2 * REQ_MAX_IOV;

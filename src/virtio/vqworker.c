@@ -231,7 +231,6 @@ static void queue_failed(struct vqworker *w, int err)
 {
 	pr_err("%s queue %u: io_uring: %s; failing its %u requests in flight and all later ones until the device is reset",
 	       w->name, w->index, strerror(-err), w->inflight);
-	w->failed = true;
 	if (w->dev->transport.needs_reset)
 		w->dev->transport.needs_reset(w->dev);
 	blkq_abort(w->bq, -EIO);
@@ -272,8 +271,11 @@ static void serve_failed(struct vqworker *w)
 		if (!w->broken) {
 			process_ring(w);
 			vqworker_notify(w);
-			/* kicks on; true: entries arrived meanwhile */
-			if (!w->broken && virtq_enable_kicks(w->vq))
+			/* kicks on; true: entries arrived meanwhile (not
+			 * worth a look while the pool is still empty, which
+			 * a request that never ends would keep so: sleep) */
+			if (!w->broken && virtq_enable_kicks(w->vq) &&
+			    w->inflight < w->depth)
 				continue;
 			if (w->broken)
 				p[0].fd = -1;
@@ -357,7 +359,7 @@ static void *queue_thread(void *arg)
 	return NULL;
 }
 
-int vq_pool_alloc(const struct vq_pool_array *a, unsigned int n,
+int vq_pool_alloc(struct vq_pool_array *a, unsigned int n,
 		  unsigned int *cur, unsigned int size)
 {
 	bool ok = true;
@@ -365,16 +367,16 @@ int vq_pool_alloc(const struct vq_pool_array *a, unsigned int n,
 	if (*cur == size)
 		return 0;
 	for (unsigned int i = 0; i < n; i++) {
-		free(*a[i].p);
-		*a[i].p = calloc((size_t)size * a[i].per, a[i].elem);
-		ok = ok && *a[i].p;
+		free(a[i].p);
+		a[i].p = calloc((size_t)size * a[i].per, a[i].elem);
+		ok = ok && a[i].p;
 	}
 	*cur = ok ? size : 0;
 	if (ok)
 		return 0;
 	for (unsigned int i = 0; i < n; i++) {
-		free(*a[i].p);
-		*a[i].p = NULL;
+		free(a[i].p);
+		a[i].p = NULL;
 	}
 	return -ENOMEM;
 }
@@ -400,7 +402,7 @@ int vqworker_open(struct vqworker *w, unsigned int index, struct virtq *vq,
 	w->index = index;
 	w->vq = vq;
 	w->depth = depth;
-	w->stop = w->broken = w->failed = false;
+	w->stop = w->broken = false;
 	w->need_notify = w->stalled = false;
 	w->polling = false;
 	w->kick_armed = false;

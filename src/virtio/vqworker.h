@@ -68,7 +68,6 @@ struct vqworker {
 	bool running;
 	bool stop;		/* written by the transport, read by the thread */
 	bool broken;		/* the driver broke the ring: ignored until reset */
-	bool failed;		/* the io_uring failed: requests fail until reset */
 	bool need_notify;
 	bool stalled;		/* pool empty: pop again on completion */
 	bool polling;		/* kicks off: pop again on completion */
@@ -77,18 +76,20 @@ struct vqworker {
 	char thread_name[16];
 };
 
-/* One array of a device's request pool (requests, their iovecs, ...): *p
- * holds per elements of elem bytes for each entry of the ring. */
+/* One array of a device's request pool (requests, their iovecs, ...): p
+ * holds per elements of elem bytes for each entry of the ring. The caller
+ * puts its current pointer in p and takes the new one back from it (a
+ * plain value, so no pointer is written through another type). */
 struct vq_pool_array {
-	void **p;
+	void *p;
 	size_t elem;
 	size_t per;
 };
 
 /* (Re)allocates the n arrays, zeroed, for a ring of size entries, unless
  * *cur is size already (then they are kept as they are). On failure every
- * array is freed, *cur is 0 and -ENOMEM returned. */
-int vq_pool_alloc(const struct vq_pool_array *a, unsigned int n,
+ * array is freed (p NULL), *cur is 0 and -ENOMEM returned. */
+int vq_pool_alloc(struct vq_pool_array *a, unsigned int n,
 		  unsigned int *cur, unsigned int size);
 
 /* Once, when the device is created. spin_ns: the longest the thread

@@ -539,10 +539,10 @@ static bool closed_by_server(int fd)
 	return poll(&p, 1, 30000) == 1 && (p.revents & (POLLRDHUP | POLLHUP));
 }
 
-/* --io-timeout: a connection that stops in the middle of a message, or
- * that takes no replies, is closed and its buffers go back (the ten of
- * test_buffer_memory filled --buffer-memory); one quiet between messages
- * for as long is kept. */
+/* --io-timeout: a connection that stops in the middle of a message, that
+ * trickles one, or that takes no replies, is closed and its buffers go
+ * back (the ten of test_buffer_memory filled --buffer-memory); one quiet
+ * between messages for as long is kept. */
 static void test_io_timeout(void **state)
 {
 	static uint8_t buf[8192], msg[1u << 20];
@@ -575,6 +575,24 @@ static void test_io_timeout(void **state)
 	assert_int_equal(p9_decode(buf, len, false, &r), 0);
 	assert_int_equal(r.type, P9_RWRITE);
 	assert_int_equal(r.u.rwrite.count, size - P9_TWRITE_HDRSZ);
+	close(x);
+	/* one that trickles a message a byte every 200 ms: each read has a
+	 * byte, but the message as a whole is overdue after 1 s (the loop
+	 * would go on for 60 s) */
+	x = connect_to(sk);
+	mount_conn(x, buf, sizeof(buf));
+	{
+		struct pollfd p = { .fd = x, .events = POLLRDHUP };
+		unsigned int sent = 0;
+
+		while (sent < 300 && write(x, msg + sent, 1) == 1) {
+			sent++;
+			if (poll(&p, 1, 200) == 1 && (p.revents & (POLLRDHUP | POLLHUP)))
+				break;
+		}
+		assert_true(sent < 300);
+		assert_true(closed_by_server(x));
+	}
 	close(x);
 	/* a client that asks for 4 MiB and reads none of it */
 	slow = connect_to(sk);
