@@ -517,8 +517,14 @@ int p9_server_open(const struct p9_server_cfg *cfg, struct p9_server **out,
 		p9_server_close(srv);
 		return -EMFILE;
 	}
-	if (!srv->lim.xattr_budget)
-		srv->lim.xattr_budget = 1u << 20;
+	/* The same for extended-attribute values in flight. */
+	if (!srv->lim.xattr_budget) {
+		uint32_t share = P9_XATTR_TOTAL / sessions;
+
+		srv->lim.xattr_budget = share > P9_MAX_SESSION_XATTR ? P9_MAX_SESSION_XATTR :
+					share < P9_MIN_SESSION_XATTR ? P9_MIN_SESSION_XATTR :
+					share;
+	}
 	*out = srv;
 	return 0;
 }

@@ -21,6 +21,12 @@ struct p9_session;
 #define P9_FIDS_TOTAL (1u << 20)
 #define P9_MIN_SESSION_FIDS 256
 #define P9_MAX_SESSION_FIDS 65536
+/* Bytes of extended-attribute values a session may hold (between
+ * Txattrwalk/Txattrcreate and the clunk) by default: likewise a share of
+ * P9_XATTR_TOTAL, from one largest value (64 KiB) to 1 MiB. */
+#define P9_XATTR_TOTAL (256u << 20)
+#define P9_MIN_SESSION_XATTR (64u << 10)
+#define P9_MAX_SESSION_XATTR (1u << 20)
 
 struct p9_limits {
 	uint32_t max_fids;	/* fids per session (0: see P9_FIDS_TOTAL) */
@@ -30,7 +36,8 @@ struct p9_limits {
 	 * and the few a request holds while it runs. Default: an equal
 	 * share (1/max_sessions) of the process's 9P budget. */
 	uint32_t max_fds;
-	uint32_t xattr_budget;	/* bytes of xattr values held per session */
+	uint32_t xattr_budget;	/* bytes of xattr values held per session
+				 * (0: see P9_XATTR_TOTAL) */
 };
 
 /* Every 9P server of the process together holds at most the soft

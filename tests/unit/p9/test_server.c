@@ -1828,7 +1828,9 @@ static void test_fd_budget(void **state)
 }
 
 /* Fids per session: 65536 with one session, an equal share of 1M with
- * many (64: 16384 each), 256 at the least; past it a walk gets EMFILE. */
+ * many (64: 16384 each), 256 at the least; past it a walk gets EMFILE.
+ * Xattr values likewise: 1 MiB each for up to 256 sessions, 64 KiB (one
+ * largest value) at 4096; past it a Txattrcreate gets ENOMEM. */
 static void test_fid_budget(void **state)
 {
 	static const struct { unsigned int sessions; uint32_t fids; } cases[] = {
@@ -1857,6 +1859,16 @@ static void test_fid_budget(void **state)
 		/* a clunk makes room for one more */
 		assert_int_equal(p9c_fidop(&a->c, P9_TCLUNK, 1), 0);
 		assert_int_equal(p9c_walk(&a->c, 0, n, ""), 0);
+		/* two 64 KiB xattr values at once fit 1 MiB, not 64 KiB */
+		for (uint32_t k = 0; k < 2; k++) {
+			struct p9_msg t = { .type = P9_TXATTRCREATE };
+
+			t.u.txattrcreate.fid = 2 + k;
+			t.u.txattrcreate.name = S("user.big");
+			t.u.txattrcreate.size = 65536;
+			assert_int_equal(p9c_rpc(&a->c, &t),
+					 k && cases[i].sessions == 4096 ? -ENOMEM : 0);
+		}
 		p9_session_free(a->c.s);
 		free(a);
 		p9_server_close(e->srv);
