@@ -118,6 +118,7 @@ static int send_full(int fd, const void *buf, size_t len)
 	const uint8_t *p = buf;
 	uint64_t start = 0;
 
+	overdue(&start);	/* the reply's clock starts now */
 	while (len) {
 		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
 
