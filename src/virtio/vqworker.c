@@ -82,15 +82,22 @@ static bool may_sleep(struct vqworker *w)
 
 static void on_kick(void *tag, int res);
 
+/* Drains a non-blocking eventfd. */
+static void drain(int fd)
+{
+	uint64_t v;
+
+	if (read(fd, &v, sizeof(v)) < 0) {
+		/* EAGAIN: nothing pending, or another reader took it */
+	}
+}
+
 static void on_wake(void *tag, int res)
 {
 	struct qwake *wk = tag;
-	uint64_t v;
 
 	wk->armed = false;
-	if (read(wk->fd, &v, sizeof(v)) < 0) {
-		/* EAGAIN: already drained */
-	}
+	drain(wk->fd);
 }
 
 /* Watches the device's wakeup eventfd in the queue's io_uring (once; a
@@ -114,14 +121,11 @@ static void arm_kick(struct vqworker *w)
 static void on_kick(void *tag, int res)
 {
 	struct vqworker *w = tag;
-	uint64_t v;
 
 	w->kick_armed = false;
 	if (stopping(w))
 		return;
-	if (read(w->vq->kick_fd, &v, sizeof(v)) < 0) {
-		/* EAGAIN: another reader took it; still look at the ring */
-	}
+	drain(w->vq->kick_fd);	/* (taken by another reader: look anyway) */
 	if (w->ops->scan)
 		w->ops->scan(w);
 	process_ring(w);
@@ -237,16 +241,6 @@ static void queue_failed(struct vqworker *w, int err)
 	if (w->inflight)
 		pr_err("%s queue %u: %u requests still in flight after failing the queue",
 		       w->name, w->index, w->inflight);
-}
-
-/* Drains a non-blocking eventfd. */
-static void drain(int fd)
-{
-	uint64_t v;
-
-	if (read(fd, &v, sizeof(v)) < 0) {
-		/* EAGAIN: nothing pending, or another reader took it */
-	}
 }
 
 /* After queue_failed, until the device is reset (the transport stops the
