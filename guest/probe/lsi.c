@@ -221,6 +221,22 @@ static void bus_reset(struct lsi_hba *h)
 	rd8(h, LSI_DSTAT);
 }
 
+static void init_queues(struct lsi_hba *h)
+{
+	for (unsigned int i = 0; i < SQ_LEN; i++) {
+		h->sh->sq[i][0] = IDLE_JOB;
+		h->sh->sq[i][1] = virt_to_phys(h->sh->sq[(i + 1) % SQ_LEN]);
+	}
+	for (unsigned int i = 0; i < DQ_LEN; i++) {
+		h->sh->dq[i][0] = 0;
+		h->sh->dq[i][1] = virt_to_phys(h->sh->dq[(i + 1) % DQ_LEN]);
+	}
+	h->sh->startpos = virt_to_phys(h->sh->sq[0]);
+	h->sh->donepos = virt_to_phys(h->sh->dq[0]);
+	h->sh->ccb_base = virt_to_phys(h->ccb);
+	h->sh->one = IDLE_JOB;
+}
+
 int lsi_open(struct lsi_hba *h, unsigned int index)
 {
 	struct pci_dev *d = pci_find(0x1000, 0x0012, 0xffff, index);
@@ -254,16 +270,7 @@ int lsi_open(struct lsi_hba *h, unsigned int index)
 		pr("probe: lsi: out of memory\n");
 		return -1;
 	}
-	for (unsigned int i = 0; i < SQ_LEN; i++) {
-		h->sh->sq[i][0] = IDLE_JOB;
-		h->sh->sq[i][1] = virt_to_phys(h->sh->sq[(i + 1) % SQ_LEN]);
-	}
-	for (unsigned int i = 0; i < DQ_LEN; i++)
-		h->sh->dq[i][1] = virt_to_phys(h->sh->dq[(i + 1) % DQ_LEN]);
-	h->sh->startpos = virt_to_phys(h->sh->sq[0]);
-	h->sh->donepos = virt_to_phys(h->sh->dq[0]);
-	h->sh->ccb_base = virt_to_phys(h->ccb);
-	h->sh->one = IDLE_JOB;
+	init_queues(h);
 
 	chip_reset(h);
 	/* sym_init's register setup: arbitration, our ID and the ID we
@@ -374,25 +381,31 @@ static void chip_trouble(struct lsi_hba *h, uint8_t istat)
 		   h->sh->msgin[0]);
 }
 
-int lsi_reap(struct lsi_hba *h)
+/* Every few ms, while nothing completes, look at the chip's own interrupt
+ * status. An MMIO read is an exit, and costly on PVM: never in a tight
+ * loop. */
+static void check_chip(struct lsi_hba *h)
 {
 	static uint64_t next_check;
+	uint64_t now = rdtsc();
+
+	if (now >= next_check) {
+		uint8_t istat = rd8(h, LSI_ISTAT);
+
+		next_check = now + ms_to_ticks(5);
+		if (istat & (LSI_ISTAT_DIP | LSI_ISTAT_SIP))
+			chip_trouble(h, istat);
+	}
+}
+
+int lsi_reap(struct lsi_hba *h)
+{
 	volatile uint32_t *e = h->sh->dq[h->dq_get];
-	uint32_t dsa = *e, off;
+	volatile uint32_t *donepos = &h->sh->donepos;
+	uint32_t dsa = *e, off, tag;
 
 	if (!dsa) {
-		/* Done queue empty: every few ms look at the chip's own
-		 * interrupt status. An MMIO read is an exit, and costly on
-		 * PVM: never in a tight loop. */
-		uint64_t now = rdtsc();
-
-		if (now >= next_check) {
-			uint8_t istat = rd8(h, LSI_ISTAT);
-
-			next_check = now + ms_to_ticks(5);
-			if (istat & (LSI_ISTAT_DIP | LSI_ISTAT_SIP))
-				chip_trouble(h, istat);
-		}
+		check_chip(h);
 		return -1;
 	}
 	/* The device's word, not ours: it must name one of our CCBs. A
@@ -407,12 +420,47 @@ int lsi_reap(struct lsi_hba *h)
 		probe_fail("lsi: done queue entry %u holds %x, not a CCB (now %x)",
 			   h->dq_get, dsa, again);
 	}
+	tag = off / sizeof(struct lsi_ccb);
+	/* The status block move runs before COMPLETE stores the entry: its
+	 * byte must be there the moment the entry is (see lsi_seen_status). */
+	if (h->peek != h->dq_get + 1) {
+		barrier();
+		h->peek = h->dq_get + 1;
+		h->peek_status = h->ccb[tag].status_byte;
+	}
+	/* COMPLETE stores the entry, then moves donepos past it. Take (and
+	 * clear) the entry only once donepos has moved: before that the
+	 * SCRIPTS may still be writing it. A 53C895A writes the DWORD once;
+	 * QEMU writes guest RAM with memcpy, which stores a 4-byte value
+	 * twice (glibc: two overlapping 4-byte moves), so a clear that lands
+	 * between the two is undone, and the stale entry completes the tag's
+	 * next command a lap later, before its status (issue 12). Reading
+	 * donepos costs no exit: it is host memory. */
+	if (*donepos == (uint32_t)virt_to_phys((void *)e)) {
+		check_chip(h);
+		return -1;
+	}
 	/* Read the CCB (status byte) only after the entry that publishes it. */
 	barrier();
 	*e = 0;
+	h->seen_status = h->peek_status;
+	h->peek = 0;
 	h->last_dq = h->dq_get;
 	h->dq_get = (h->dq_get + 1) % DQ_LEN;
-	return (int)(off / sizeof(struct lsi_ccb));
+	/* The entries cleared before this one must stay clear until the
+	 * SCRIPTS come round again: one that is back was written again after
+	 * the device moved donepos past it. */
+	for (unsigned int k = 2; k <= LSI_DQ_RECHECK + 1; k++) {
+		unsigned int j = (h->dq_get + DQ_LEN - k) % DQ_LEN;
+		uint32_t v = ((volatile uint32_t *)h->sh->dq[j])[0];
+
+		if (v) {
+			lsi_dump(h);
+			probe_fail("lsi: done queue entry %u holds %x again, %u completions after the CPU took and cleared it",
+				   j, v, k - 1);
+		}
+	}
+	return (int)tag;
 }
 
 void lsi_dump(struct lsi_hba *h)
@@ -450,6 +498,11 @@ void lsi_restart(struct lsi_hba *h)
 uint8_t lsi_status(struct lsi_hba *h, unsigned int tag)
 {
 	return h->ccb[tag].status_byte;
+}
+
+uint8_t lsi_seen_status(struct lsi_hba *h)
+{
+	return h->seen_status;
 }
 
 uint32_t lsi_resel_count(struct lsi_hba *h, unsigned int tag)
@@ -497,4 +550,67 @@ uint8_t lsi_run1(struct lsi_hba *h, unsigned int target, const uint8_t *cdb,
 	if (tag != 0)
 		probe_fail("lsi: completion for tag %d, expected 0", tag);
 	return lsi_status(h, 0);
+}
+
+/* lsi_reap against a done queue written the way QEMU 7.2's lsi53c895a
+ * writes it (SCRIPTS STORE = memcpy = the same DWORD stored twice), the
+ * device side played here, no chip needed (ISTAT reads hit a zeroed page).
+ * With revive, the "device" stores an entry again after the CPU took it,
+ * which lsi_reap must report. */
+void lsi_reap_selftest(bool revive)
+{
+	static struct lsi_hba hb;
+	struct lsi_hba *h = &hb;
+	unsigned int laps = 3, n = laps * DQ_LEN + 5, waited = 0;
+
+	memset(h, 0, sizeof(*h));
+	h->regs = dma_alloc(4096, 4096);
+	h->sh = dma_alloc(sizeof(*h->sh), 4096);
+	h->ccb = dma_alloc(LSI_NTAGS * sizeof(struct lsi_ccb), 65536);
+	if (!h->regs || !h->sh || !h->ccb)
+		probe_fail("lsi reap selftest: out of memory");
+	memset((void *)h->regs, 0, 4096);
+	init_queues(h);
+	for (unsigned int i = 0; i < n; i++) {
+		unsigned int tag = i % 16;
+		uint32_t dsa = (uint32_t)virt_to_phys(&h->ccb[tag]);
+		volatile uint32_t *pos = &h->sh->donepos;
+		volatile uint32_t *e = phys_ptr(*pos);
+		int t;
+
+		h->ccb[tag].status_byte = 0xff;	/* lsi_submit */
+		if (i == 3) {	/* this one's entry comes before its status */
+			e[0] = dsa;
+			if (lsi_reap(h) >= 0)
+				probe_fail("lsi reap selftest: took an entry before donepos moved");
+		}
+		h->ccb[tag].status_byte = 0;	/* status phase */
+		e[0] = dsa;			/* memcpy's first store */
+		t = lsi_reap(h);
+		if (t >= 0)
+			probe_fail("lsi reap selftest: completion %u: took tag %d before donepos moved past its entry",
+				   i, t);
+		if (e[0] != dsa)
+			probe_fail("lsi reap selftest: completion %u: entry cleared while the device still writes it",
+				   i);
+		waited++;
+		e[0] = dsa;			/* memcpy's second store */
+		*pos = e[1];			/* COMPLETE: donepos = next */
+		t = lsi_reap(h);
+		if (t != (int)tag)
+			probe_fail("lsi reap selftest: completion %u: got %d, expected tag %u",
+				   i, t, tag);
+		if (e[0])
+			probe_fail("lsi reap selftest: completion %u: entry not cleared", i);
+		if (lsi_seen_status(h) != (i == 3 ? 0xff : 0))
+			probe_fail("lsi reap selftest: completion %u: seen status %x",
+				   i, lsi_seen_status(h));
+		if (lsi_reap(h) >= 0)
+			probe_fail("lsi reap selftest: completion %u: a second completion from one entry",
+				   i);
+		if (revive && i == DQ_LEN + 7)
+			e[0] = dsa;	/* a store after donepos moved */
+	}
+	pr("probe: lsi reap selftest: %u completions over %u laps, each held back until donepos moved (%u), entry before status seen\n",
+	   n, laps, waited);
 }

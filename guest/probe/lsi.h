@@ -13,6 +13,7 @@ struct pci_dev;
 
 #define LSI_MAX_SG 16		/* segments per command */
 #define LSI_NTAGS 64		/* commands in flight (tags 0..63) */
+#define LSI_DQ_RECHECK 8	/* cleared done queue entries lsi_reap rechecks */
 
 struct lsi_ccb {		/* 256 bytes, at ccb_base | tag << 8 */
 	uint32_t select;	/* table-indirect SELECT: id << 16 */
@@ -48,6 +49,9 @@ struct lsi_hba {
 	uint32_t dq_get;	/* next done queue entry the CPU reads */
 	uint32_t last_sq;	/* start queue entry of the last lsi_submit */
 	uint32_t last_dq;	/* done queue entry of the last lsi_reap */
+	uint32_t peek;		/* dq_get + 1 once its entry was seen */
+	uint8_t peek_status;	/* its CCB's status byte at that moment */
+	uint8_t seen_status;	/* the same, of the last lsi_reap */
 	uint32_t a_start, a_dispatch, a_data_in, a_data_out;
 };
 
@@ -72,6 +76,10 @@ uint8_t lsi_run1(struct lsi_hba *h, unsigned int target, const uint8_t *cdb,
 		 unsigned int cdb_len, enum lsi_dir dir, void *buf,
 		 uint32_t len);
 uint8_t lsi_status(struct lsi_hba *h, unsigned int tag);
+/* The status byte of the last lsi_reap's CCB as it was when its done queue
+ * entry first appeared: 0xff (what lsi_submit puts there) means the entry
+ * was stored before the status phase wrote it. */
+uint8_t lsi_seen_status(struct lsi_hba *h);
 /* A chip register (reading DSTAT/SIST0/SIST1 clears them). */
 uint8_t lsi_reg8(struct lsi_hba *h, unsigned int reg);
 /* Restarts the SCRIPTS at START after an interrupt the CPU handled. */
@@ -79,5 +87,8 @@ void lsi_restart(struct lsi_hba *h);
 /* Prints the SCRIPTS' and the CPU's queue positions and the queues. */
 void lsi_dump(struct lsi_hba *h);
 uint32_t lsi_resel_count(struct lsi_hba *h, unsigned int tag);
+/* lsi_reap against a done queue that this function writes as QEMU's model
+ * does; revive: also store an entry again after it was taken (must fail). */
+void lsi_reap_selftest(bool revive);
 
 #endif

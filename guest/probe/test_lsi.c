@@ -182,6 +182,9 @@ static void check_tagged(unsigned int target, unsigned int qd, uint64_t seed)
 		}
 		if ((unsigned int)t >= qd || lsi_status(&hba, t))
 			probe_fail("lsi: tag %d status %x", t, lsi_status(&hba, t));
+		if (lsi_seen_status(&hba) == 0xff)
+			probe_fail("lsi: tag %d's done queue entry was there before its status",
+				   t);
 		resel += lsi_resel_count(&hba, t);
 		left--;
 	}
@@ -378,6 +381,13 @@ static void job_run(const struct lsi_job *j, unsigned int target,
 					   j->name, t, ios);
 			}
 			busy[t] = false;
+			if (lsi_seen_status(&hba) == 0xff) {
+				pr("probe: tag %d: done queue entry %u was there before its status (status byte ff then, %x now)\n",
+				   t, hba.last_dq, lsi_status(&hba, t));
+				lsi_dump(&hba);
+				probe_fail("job %s: tag %d completed before its status",
+					   j->name, t);
+			}
 			if (lsi_status(&hba, t)) {
 				uint8_t st = lsi_status(&hba, t);
 
@@ -673,6 +683,11 @@ static void test_lsi_stress(void)
 					   t, ios);
 			}
 			status = lsi_status(&hba, t);
+			if (lsi_seen_status(&hba) == 0xff) {
+				lsi_dump(&hba);
+				probe_fail("lsi stress: tag %d's done queue entry was there before its status (status now %x)",
+					   t, status);
+			}
 			if (status) {
 				lsi_dump(&hba);
 				probe_fail("lsi stress: tag %d (%s %u at %lu) status %x",
@@ -734,3 +749,11 @@ static void test_lsi_stress(void)
 
 PROBE_TEST(lsi_stress, "lsi-stress", test_lsi_stress,
 	   "LSI 53C895A: qd=32 mixed verified reads/writes for secs=20");
+
+static void test_lsi_reap(void)
+{
+	lsi_reap_selftest(opt_u64("lsi_reap_revive", 0) != 0);
+}
+
+PROBE_TEST(lsi_reap, "lsi-reap", test_lsi_reap,
+	   "LSI driver's done queue reaping, no chip: held back until donepos moves; lsi_reap_revive=1 must fail");
