@@ -90,13 +90,14 @@ EOF
 		memdir=$(mktemp -d) || return 2
 	fi
 	t0=$(date +%s.%N)
+	# uml_dir: UML's umid directory (its mconsole socket), else in ~/.uml.
 	# timeout runs UML in a process group of its own and, on expiry, kills
 	# that group: UML and the host processes of its userspace, nothing else.
 	st=0
 	TMPDIR=$memdir timeout -s KILL "${UML_TIMEOUT:-600}" \
 		"$UML_KERNEL" mem="${UML_MEM:-512M}" \
 		root=/dev/root rootfstype=hostfs rw init="$dir/init.sh" \
-		con=null con0=null,fd:1 ssl=null "$@" \
+		con=null con0=null,fd:1 ssl=null uml_dir="$memdir" "$@" \
 		</dev/null >"$dir/console.log" 2>&1 || st=$?
 	rm -rf "$memdir"
 	UML_SECONDS=$(awk -v a="$t0" -v b="$(date +%s.%N)" \
