@@ -105,13 +105,10 @@ seqread-64k-qd16:read:64k:16 seqwrite-64k-qd16:write:64k:16"
 # returns 2 (reported as "not run", not as a failure). The caller stops
 # $bpid.
 
-# wait_sock DIR LOG: the back-end's socket, within 30 s (a hang, not a race).
+# wait_sock DIR LOG: the back-end's socket (tests/uml/backend.sh).
+. "$root/tests/uml/backend.sh"
 wait_sock() {
-	for _ in $(seq 300); do
-		[ -S "$1/sock" ] && return 0
-		kill -0 "$bpid" 2>/dev/null || break
-		sleep 0.1
-	done
+	backend_wait_sock "$1/sock" "$bpid" && return 0
 	echo "no socket (log: $2)"
 	return 1
 }

@@ -10,15 +10,7 @@ set -u
 iovm=$(realpath "${1:?usage: uml-vhost-user-blk.sh IOVM}")
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/backend.sh"
-uml_require
-command -v fio >/dev/null || uml_skip "fio missing"
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/uml-vhu-blk.XXXXXX")
-cleanup() {
-	backend_kill
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+backend_setup uml-vhu-blk
 
 # Random bytes everywhere, so that a write lost or misplaced shows.
 head -c $((64 << 20)) /dev/urandom >"$tmp/disk.img"
@@ -50,15 +42,7 @@ job 64k-qd1 64k 1 16M 8M
 job 64k-qd16 64k 16 24M 16M
 dd if=/dev/vda bs=1M iflag=direct 2>/dev/null | sha256sum | cut -d' ' -f1 >disk.sha
 EOS
-uml_run "$tmp" "$tmp/script.sh" "virtio_uml.device=$tmp/vhu.sock:2"
-st=$?
-cat "$tmp/output.log"
-if [ "$st" != 0 ]; then
-	tail -n 40 "$tmp/console.log"
-	echo "--- iovm:"
-	cat "$tmp/iovm.log"
-	uml_fail "the UML script exited $st"
-fi
+backend_uml "$tmp" 2
 for j in 4k-qd1:4096 4k-qd16:8192 64k-qd1:8192 64k-qd16:16384; do
 	name=${j%:*} kib=${j#*:}
 	# terse v3: field 6 the KiB read, 47 the KiB written. fio's verify

@@ -10,16 +10,8 @@ set -u
 iovm=$(realpath "${1:?usage: uml-vhost-user-scsi.sh IOVM}")
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/backend.sh"
-uml_require
-command -v fio >/dev/null || uml_skip "fio missing"
+backend_setup uml-vhu-scsi
 command -v sg_inq >/dev/null || uml_skip "sg3-utils missing"
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/uml-vhu-scsi.XXXXXX")
-cleanup() {
-	backend_kill
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
 
 truncate -s 64M "$tmp/disk.img"
 backend_start "$tmp" vhost-user-scsi --disk "path=$tmp/disk.img,target=0"
@@ -57,15 +49,7 @@ fio --name=4k-qd16 --filename=/dev/$sd --direct=1 --ioengine=libaio \
 	{ cat fio.out fio.err; echo "fio failed"; exit 12; }
 echo "fio 4k-qd16: verified"
 EOS
-uml_run "$tmp" "$tmp/script.sh" "virtio_uml.device=$tmp/vhu.sock:8"
-st=$?
-cat "$tmp/output.log"
-if [ "$st" != 0 ]; then
-	tail -n 40 "$tmp/console.log"
-	echo "--- iovm:"
-	cat "$tmp/iovm.log"
-	uml_fail "the UML script exited $st"
-fi
+backend_uml "$tmp" 8
 # terse v3: field 6 the KiB read, 47 the KiB written.
 set -- $(awk -F';' '{ print $6, $47 }' "$tmp/fio.out")
 [ "${1:-}" = 16384 ] && [ "${2:-}" = 16384 ] ||
