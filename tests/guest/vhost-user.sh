@@ -14,8 +14,13 @@
 #           its own, ttyS1, which kernel messages and QEMU's output never
 #           share) is in the file, and the back-end survives.
 #   boot 3: a new QEMU (2 vCPUs, 2 request queues) connects to the same
-#           back-end and reads those writes back from both CPUs; the
-#           back-end then exits cleanly on SIGTERM.
+#           back-end and reads those writes back from both CPUs, its guest
+#           RAM a file on /dev/shm (memory-backend-file, share=on: a tmpfs
+#           file that cannot be sealed, which the back-end must accept) and
+#           a fio verify on top; the back-end then exits cleanly on SIGTERM.
+#   boot 4: only when the host has free huge pages: the same fio verify
+#           with guest RAM on hugetlbfs; otherwise the log says SKIPPED and
+#           why (the test still passes).
 # Usage: vhost-user.sh blk|scsi IOVM_BINARY GUEST_DIR
 set -eu
 
@@ -28,6 +33,7 @@ case "$type" in blk|scsi) ;; *) echo "$usage" >&2; exit 2 ;; esac
 . "$(dirname "$(realpath "$0")")/lib.sh"
 
 work=$(mktemp -d "/tmp/iovm-vhost-$type.XXXXXX")
+shm=
 pids=""
 cleanup() {
 	# QEMU runs under the harness: end it too (found by this run's
@@ -38,6 +44,7 @@ cleanup() {
 	for p in $pids; do kill -9 "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
 	rm -rf "$work"
+	[ -z "$shm" ] || rm -rf "$shm"
 }
 trap cleanup EXIT INT TERM
 
@@ -59,9 +66,11 @@ start_backend() {
 # the background; the console goes to $work/NAME.console. Sets $qemu_pid (of
 # the harness, which exits with the guest script's status). $queues request
 # queues per device, with as many vCPUs; $marks, if set, a file that gets
-# the guest's second serial port (ttyS1).
+# the guest's second serial port (ttyS1); $mem the guest RAM's memory
+# backend (QEMU -object; id=mem, 512M, shared with the back-end).
 queues=1
 marks=
+mem=memory-backend-memfd,id=mem,size=512M,share=on
 boot() {
 	name=$1 script=$2
 	shift 2
@@ -89,7 +98,7 @@ EOF
 	[ -z "$marks" ] || devs="-monitor none -serial stdio -serial file:$marks $devs"
 	# shellcheck disable=SC2086
 	"$harness" -g "$guest" -s "$work/$name.guest.sh" -m 512M -p "$queues" -t 600 -- \
-		-object memory-backend-memfd,id=mem,size=512M,share=on \
+		-object "$mem" \
 		-numa node,memdev=mem $devs >"$work/$name.console" 2>&1 &
 	qemu_pid=$!
 	pids="$pids $!"
@@ -275,6 +284,14 @@ done
 }
 echo "boot 2: QEMU killed after $n completed writes; all of them are in the file"
 
+# A verified random write, used by boots 3 and 4 (other memory backends).
+cat >"$work/fio-verify.sh" <<'EOF'
+fio --name=mem --filename=/dev/$RW --direct=1 --ioengine=libaio --rw=randwrite \
+	--bs=4k --iodepth=16 --offset=40M --size=2M --verify=crc32c --do_verify=1 \
+	--verify_fatal=1 --minimal >/tmp/mem.out 2>&1 || { cat /tmp/mem.out; echo "GUEST FAIL: fio"; exit 1; }
+echo "FIO OK"
+EOF
+
 # --- boot 3: a new client on the same back-end reads them back --------------
 # Two vCPUs and two request queues: the chunks are checked from both CPUs,
 # so both queues carry requests.
@@ -291,13 +308,48 @@ echo "boot 2: QEMU killed after $n completed writes; all of them are in the file
 	echo 'pin 1 sh /tmp/check.sh 1 $RW & p1=$!'
 	echo 'wait $p0 && wait $p1'
 	echo 'echo "VERIFY OK"'
+	cat "$work/fio-verify.sh"
 } >"$work/boot3.sh"
 queues=2
+# Guest RAM a plain tmpfs file (QEMU makes and unlinks it in mem-path).
+shm=$(mktemp -d /dev/shm/iovm-vhost-mem.XXXXXX)
+mem="memory-backend-file,id=mem,size=512M,share=on,mem-path=$shm"
+# refused: what the back-end logs from here on
+refused() { tail -n +$(($1 + 1)) "$work/kill.log" | grep -E "refused|dropping"; }
+log0=$(wc -l <"$work/kill.log")
 boot boot3 "$work/boot3.sh" kill
 wait_guest boot3
 grep -q "VERIFY OK" "$work/boot3.console" || die "boot 3 did not verify"
+grep -q "FIO OK" "$work/boot3.console" || die "boot 3: no fio verify on /dev/shm memory"
+if refused "$log0"; then
+	die "the back-end refused the client (memory-backend-file on /dev/shm)"
+fi
+echo "boot 3: reconnected client read back all $n writes; guest RAM on /dev/shm (memory-backend-file) accepted, fio verify OK"
+
+# --- boot 4: guest RAM on hugetlbfs, if the host has huge pages -------------
+hp_free=$(awk '/^HugePages_Free:/ { print $2 }' /proc/meminfo)
+hp_kib=$(awk '/^Hugepagesize:/ { print $2 }' /proc/meminfo)
+hugedir=$(awk '$3 == "hugetlbfs" { print $2; exit }' /proc/mounts)
+if [ -z "$hugedir" ]; then
+	echo "SKIPPED: boot 4 (hugetlbfs guest RAM): no hugetlbfs mounted"
+elif [ "$((${hp_free:-0} * ${hp_kib:-0}))" -lt $((512 * 1024)) ]; then
+	echo "SKIPPED: boot 4 (hugetlbfs guest RAM): ${hp_free:-0} free huge pages of ${hp_kib:-?} KiB, 512 MiB needed"
+elif [ ! -w "$hugedir" ]; then
+	echo "SKIPPED: boot 4 (hugetlbfs guest RAM): $hugedir is not writable"
+else
+	queues=1
+	mem="memory-backend-file,id=mem,size=512M,share=on,mem-path=$hugedir"
+	log0=$(wc -l <"$work/kill.log")
+	boot boot4 "$work/fio-verify.sh" kill
+	wait_guest boot4
+	grep -q "FIO OK" "$work/boot4.console" || die "boot 4: no fio verify on hugetlbfs memory"
+	if refused "$log0"; then
+		die "the back-end refused the client (memory-backend-file on hugetlbfs)"
+	fi
+	echo "boot 4: guest RAM on hugetlbfs ($hugedir) accepted, fio verify OK"
+fi
 kill -TERM "$pid_kill"
 wait "$pid_kill" || { cat "$work/kill.log"; die "backend did not exit cleanly on SIGTERM"; }
 [ ! -e "$work/kill.sock" ] || die "backend left its socket behind"
-echo "boot 3: reconnected client read back all $n writes; SIGTERM exit clean"
+echo "back-end: SIGTERM exit clean"
 echo "PASS"

@@ -1,0 +1,59 @@
+#!/bin/sh
+# virtio_scsi in User-Mode Linux over virtio_uml (a vhost-user front-end)
+# against `iovm vhost-user-scsi` on a file, UML's memory a tmpfs file
+# (suite 'uml'): sg_inq and sg_readcap on the disk's sg node, a fio (libaio,
+# O_DIRECT) verify=crc32c of 4k random writes at QD16 on its sd node; iovm
+# must have refused nothing, still be up after UML has gone, and exit 0 on
+# SIGTERM.
+# usage: uml-vhost-user-scsi.sh IOVM   (IOVM_UML_DIR or IOVM_UML: see lib.sh)
+set -u
+iovm=$(realpath "${1:?usage: uml-vhost-user-scsi.sh IOVM}")
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/backend.sh"
+backend_setup uml-vhu-scsi
+command -v sg_inq >/dev/null || uml_skip "sg3-utils missing"
+
+truncate -s 64M "$tmp/disk.img"
+backend_start "$tmp" vhost-user-scsi --disk "path=$tmp/disk.img,target=0"
+
+cat >"$tmp/script.sh" <<'EOS'
+set -e
+modprobe -d "$UML_MODULES" virtio_scsi
+dev=/sys/bus/scsi/devices/0:0:0:0
+n=0
+while ! ls $dev/block/* >/dev/null 2>&1 || ! ls $dev/scsi_generic/* >/dev/null 2>&1; do
+	n=$((n + 1))
+	[ $n -le 600 ] || { echo "no SCSI disk 0:0:0:0"; ls /sys/bus/scsi/devices; exit 10; }
+	sleep 0.1
+done
+sd=$(ls $dev/block) sg=$(ls $dev/scsi_generic)
+n=0
+while [ ! -b /dev/$sd ] || [ ! -c /dev/$sg ]; do
+	n=$((n + 1))
+	[ $n -le 600 ] || { echo "no /dev/$sd or /dev/$sg"; exit 10; }
+	sleep 0.1
+done
+echo "disk: /dev/$sd, /dev/$sg"
+sg_inq /dev/$sg >inq.out || { cat inq.out; echo "sg_inq failed"; exit 11; }
+grep -q "Vendor identification: IOVM" inq.out || { cat inq.out; echo "sg_inq: vendor"; exit 11; }
+grep -q "Peripheral device type: disk" inq.out || { cat inq.out; echo "sg_inq: type"; exit 11; }
+echo "sg_inq: $(grep -E 'Vendor|Product' inq.out | tr -s ' ' | tr '\n' ' ')"
+sg_readcap /dev/$sg >cap.out || { cat cap.out; echo "sg_readcap failed"; exit 11; }
+grep -q "Number of logical blocks=131072" cap.out || { cat cap.out; echo "sg_readcap: capacity"; exit 11; }
+grep -q "Logical block length=512 bytes" cap.out || { cat cap.out; echo "sg_readcap: block"; exit 11; }
+echo "sg_readcap: 131072 blocks of 512 bytes"
+fio --name=4k-qd16 --filename=/dev/$sd --direct=1 --ioengine=libaio \
+	--rw=randwrite --bs=4k --iodepth=16 --size=16M \
+	--verify=crc32c --do_verify=1 --verify_fatal=1 \
+	--output-format=terse --terse-version=3 >fio.out 2>fio.err ||
+	{ cat fio.out fio.err; echo "fio failed"; exit 12; }
+echo "fio 4k-qd16: verified"
+EOS
+backend_uml "$tmp" 8
+# terse v3: field 6 the KiB read, 47 the KiB written.
+set -- $(awk -F';' '{ print $6, $47 }' "$tmp/fio.out")
+[ "${1:-}" = 16384 ] && [ "${2:-}" = 16384 ] ||
+	uml_fail "fio: ${2:-?} KiB written, ${1:-?} KiB read back, 16384 expected"
+echo "ok: 4k QD16 randwrite+verify: $2 KiB written, $1 KiB read back and verified"
+backend_check "$tmp"
+echo "ok: iovm refused nothing, outlived UML, exited 0 on SIGTERM; UML ran $UML_SECONDS s"
