@@ -1,8 +1,10 @@
 /* vhost-user config space messages: GET_CONFIG and SET_CONFIG on the
- * device's config space. */
+ * device's config space, and the back-end request channel that carries
+ * config-change notices (SET_BACKEND_REQ_FD). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "lib/log.h"
 #include "vhost/server_internal.h"
@@ -47,4 +49,41 @@ int vhu_do_set_config(struct vhu_server *s, struct vhu_msg *m)
 	 * it does for a driver on virtio-pci. */
 	s->dev->ops->config_write(s->dev, c->offset, c->data, c->size);
 	return 0;
+}
+
+/* BACKEND_REQ is offered because UML's virtio_uml (6.1) cannot take its
+ * queue interrupts without it: it shares the channel's IRQ with them and
+ * otherwise asks for IRQ 0, which fails with EBUSY. The channel is a UNIX
+ * socket of the front-end's; we only ever send CONFIG_CHANGE_MSG on it,
+ * without NEED_REPLY, so nothing comes back to read. */
+int vhu_do_set_backend_req_fd(struct vhu_server *s, struct vhu_msg *m)
+{
+	int fd = m->fds[0], domain = 0;
+	socklen_t len = sizeof(domain);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) || domain != AF_UNIX)
+		return vhu_fail(s, -EINVAL, "SET_BACKEND_REQ_FD: the fd is not a UNIX socket");
+	vhu_stop_all(s);
+	vhu_close_fd(&s->backend_fd);
+	s->backend_fd = fd;
+	m->nfds = 0;	/* the fd is ours now */
+	return vhu_sync_all(s);
+}
+
+void vhu_send_config_changed(struct vhu_server *s)
+{
+	struct vhu_hdr h = { VHU_BACKEND_CONFIG_CHANGE_MSG, VHU_VERSION, 0 };
+	ssize_t n;
+
+	if (s->backend_fd < 0)
+		return;
+	/* Never blocks a queue thread: 12 bytes go out whole or not at all
+	 * (one skb); if the front-end's buffer is full, the notice is lost
+	 * and the front-end sees the change at its next GET_CONFIG. */
+	do
+		n = send(s->backend_fd, &h, sizeof(h), MSG_DONTWAIT | MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)sizeof(h))
+		pr_warn("vhost-user: %s: cannot tell the front-end its config changed: %s",
+			s->dev->name, n < 0 ? strerror(errno) : "short write");
 }

@@ -16,6 +16,7 @@
 
 #define VHU_PROTOCOL_FEATURES                                             \
 	((1ull << VHU_PF_MQ) | (1ull << VHU_PF_REPLY_ACK) |                  \
+	 (1ull << VHU_PF_BACKEND_REQ) |                                     \
 	 (1ull << VHU_PF_CONFIG) | (1ull << VHU_PF_RESET_DEVICE) |           \
 	 (1ull << VHU_PF_CONFIGURE_MEM_SLOTS) |                             \
 	 (1ull << VHU_PF_INFLIGHT_SHMFD))

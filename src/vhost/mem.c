@@ -75,6 +75,20 @@ static int check_region(const struct vhu_mem *m, const struct vhu_region *r,
 	return 0;
 }
 
+/* A memfd, as opposed to a file someone opened on tmpfs or hugetlbfs
+ * (F_GET_SEALS works on both): memfd_create's files live on the kernel's
+ * internal mounts, where their path reads "/memfd:NAME (deleted)". Without
+ * /proc to tell, it counts as one: refused rather than trusted. */
+static bool is_memfd(int fd)
+{
+	char path[32], target[16];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, target, sizeof(target));
+	return n < 0 || (n >= 7 && !memcmp(target, "/memfd:", 7));
+}
+
 int vhu_mem_add(struct vhu_mem *m, const struct vhu_region *r, int fd,
 		char *err, size_t errlen)
 {
@@ -89,16 +103,20 @@ int vhu_mem_add(struct vhu_mem *m, const struct vhu_region *r, int fd,
 		return ret;
 	/* The size check below only holds while the file cannot shrink: a
 	 * client truncating its file under our mapping turns every access
-	 * past the new end into a SIGBUS in the backend. A memfd (the only
-	 * files F_GET_SEALS works on) must carry F_SEAL_SHRINK, as QEMU's
-	 * memory-backend-memfd sets by default (seal=on). It is checked
-	 * before fstat: a seal is permanent, so the size read after it
-	 * stays true. Other files (hugetlbfs, tmpfs or disk files, as
-	 * memory-backend-file gives) cannot be sealed and are still
-	 * accepted: a client that truncates one of those makes our accesses
-	 * fault, which sigbus.c catches and turns into a dropped client. */
+	 * past the new end into a SIGBUS in the backend. A memfd must carry
+	 * F_SEAL_SHRINK, as QEMU's memory-backend-memfd sets by default
+	 * (seal=on); one without it (made without MFD_ALLOW_SEALING, or
+	 * never sealed) is refused, since its client could have sealed it.
+	 * It is checked before fstat: a seal is permanent, so the size read
+	 * after it stays true. Files that cannot be sealed at all are
+	 * accepted: tmpfs and hugetlbfs files not made by memfd_create (UML's
+	 * memory file, QEMU's memory-backend-file on /dev/shm or hugetlbfs),
+	 * for which F_GET_SEALS reports only F_SEAL_SEAL, and files on other
+	 * filesystems, for which it fails. A client that truncates one of
+	 * those makes our accesses fault, which sigbus.c catches and turns
+	 * into a dropped client. */
 	seals = fcntl(fd, F_GET_SEALS);
-	if (seals >= 0 && !(seals & F_SEAL_SHRINK)) {
+	if (seals >= 0 && !(seals & F_SEAL_SHRINK) && is_memfd(fd)) {
 		snprintf(err, errlen, "memory region gpa 0x%" PRIx64 " is a memfd without "
 			 "F_SEAL_SHRINK: the client could truncate it under the backend "
 			 "(QEMU: memory-backend-memfd with seal=on)", r->gpa);

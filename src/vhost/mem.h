@@ -43,7 +43,9 @@ void vhu_mem_fini(struct vhu_mem *m);
  * Refuses (-EINVAL, err says why) an empty region, one whose addresses
  * wrap, that overlaps another in guest-physical or user address space,
  * that lies outside its file, or a fd that is not a regular file or memfd;
- * -EPERM for a memfd without F_SEAL_SHRINK (it could shrink under us);
+ * -EPERM for a memfd without F_SEAL_SHRINK (it could shrink under us;
+ * unsealable tmpfs and hugetlbfs files are accepted and guarded by
+ * sigbus.c instead);
  * -ENOSPC when the table is full. */
 int vhu_mem_add(struct vhu_mem *m, const struct vhu_region *r, int fd,
 		char *err, size_t errlen);

@@ -26,6 +26,7 @@ enum vhu_request {
 	VHU_SET_PROTOCOL_FEATURES = 16,
 	VHU_GET_QUEUE_NUM = 17,
 	VHU_SET_VRING_ENABLE = 18,
+	VHU_SET_BACKEND_REQ_FD = 21,	/* "SET_SLAVE_REQ_FD" in older texts */
 	VHU_GET_CONFIG = 24,
 	VHU_SET_CONFIG = 25,
 	VHU_GET_INFLIGHT_FD = 31,
@@ -49,10 +50,14 @@ enum vhu_request {
 /* Protocol feature bits. */
 #define VHU_PF_MQ 0
 #define VHU_PF_REPLY_ACK 3
+#define VHU_PF_BACKEND_REQ 5	/* "SLAVE_REQ" in older texts */
 #define VHU_PF_CONFIG 9
 #define VHU_PF_INFLIGHT_SHMFD 12
 #define VHU_PF_RESET_DEVICE 13
 #define VHU_PF_CONFIGURE_MEM_SLOTS 15
+
+/* Requests from the back-end on the BACKEND_REQ channel. */
+#define VHU_BACKEND_CONFIG_CHANGE_MSG 2
 
 /* SET_VRING_KICK/CALL/ERR u64 payload. */
 #define VHU_VRING_IDX_MASK 0xffu

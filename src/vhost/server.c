@@ -75,9 +75,10 @@ static void transport_needs_reset(struct virtio_dev *dev)
 
 static void transport_config_changed(struct virtio_dev *dev)
 {
-	/* Without a back-end request channel the front-end re-reads config
-	 * space when it wants (GET_CONFIG); nothing to send. */
+	struct vhu_server *s = dev->transport.opaque;
+
 	pr_debug("vhost-user: %s config space changed", dev->name);
+	vhu_send_config_changed(s);
 }
 
 /* ---- dispatch and validation ---- */
@@ -113,6 +114,8 @@ static const struct handler handlers[VHU_REQUEST_MAX] = {
 					FDS_NONE, -1 },
 	[VHU_GET_QUEUE_NUM] = { vhu_do_get_queue_num, 0, false, true, FDS_NONE, -1 },
 	[VHU_SET_VRING_ENABLE] = { vhu_do_set_vring_enable, 8, false, false, FDS_NONE, -1 },
+	[VHU_SET_BACKEND_REQ_FD] = { vhu_do_set_backend_req_fd, 0, false, false, FDS_ONE,
+				     VHU_PF_BACKEND_REQ },
 	[VHU_GET_CONFIG] = { vhu_do_get_config, 0, true, true, FDS_NONE, VHU_PF_CONFIG },
 	[VHU_SET_CONFIG] = { vhu_do_set_config, 0, true, false, FDS_NONE, VHU_PF_CONFIG },
 	[VHU_GET_INFLIGHT_FD] = { vhu_do_get_inflight_fd, sizeof(struct vhu_inflight), false,
@@ -130,6 +133,7 @@ static const struct handler handlers[VHU_REQUEST_MAX] = {
 static const char *pf_name(int bit)
 {
 	switch (bit) {
+	case VHU_PF_BACKEND_REQ: return "BACKEND_REQ";
 	case VHU_PF_CONFIG: return "CONFIG";
 	case VHU_PF_RESET_DEVICE: return "RESET_DEVICE";
 	case VHU_PF_CONFIGURE_MEM_SLOTS: return "CONFIGURE_MEM_SLOTS";
@@ -149,12 +153,22 @@ static int check_size(struct vhu_server *s, const struct vhu_msg *m)
 		if (m->p.mem.nregions > VHU_MAX_TABLE_REGIONS)
 			return vhu_fail(s, -EBADMSG, "SET_MEM_TABLE: %u regions, at most %u",
 					m->p.mem.nregions, VHU_MAX_TABLE_REGIONS);
-		if (size != VHU_MEM_TABLE_HDR_SIZE +
-				    m->p.mem.nregions * sizeof(struct vhu_region))
+		/* Front-ends may send their whole table struct: UML's has
+		 * room for two regions and goes out with one (72 bytes),
+		 * which libvhost-user (qemu-storage-daemon) accepts. The
+		 * bytes past nregions are not read; a table larger than the
+		 * protocol's largest (8 regions) is malformed. */
+		if (size < VHU_MEM_TABLE_HDR_SIZE +
+				   m->p.mem.nregions * sizeof(struct vhu_region) ||
+		    size > sizeof(struct vhu_mem_table))
 			break;
 		return 0;
 	case VHU_GET_CONFIG:
 	case VHU_SET_CONFIG:
+		/* Exact: the header's own size field says how much config
+		 * space follows (and a GET_CONFIG reply mirrors it), so a
+		 * longer payload means the two lengths disagree. QEMU and
+		 * UML both send exactly header + size. */
 		if (size < VHU_CONFIG_HDR_SIZE)
 			break;
 		if (m->p.cfg.size > VHU_MAX_CONFIG ||
@@ -248,6 +262,7 @@ static void disconnect(struct vhu_server *s)
 {
 	vhu_reset_device(s);
 	vhu_mem_clear(&s->mem);
+	vhu_close_fd(&s->backend_fd);
 	s->protocol_features = 0;
 	vhu_close_fd(&s->sock);
 }
@@ -338,6 +353,7 @@ struct vhu_server *vhu_server_new(struct virtio_dev *dev)
 	s->dev = dev;
 	s->nq = dev->num_queues;
 	s->sock = -1;
+	s->backend_fd = -1;
 	s->send_timeout_ms = VHU_SEND_TIMEOUT_MS;
 	for (unsigned int i = 0; i < s->nq; i++)
 		s->q[i].kick_fd = s->q[i].call_fd = s->q[i].err_fd = -1;

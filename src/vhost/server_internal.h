@@ -34,6 +34,9 @@ struct vhu_server {
 	uint64_t features;		/* acked by SET_FEATURES */
 	uint64_t protocol_features;	/* acked by SET_PROTOCOL_FEATURES */
 	int sock;
+	/* The front-end's BACKEND_REQ channel, -1: none. Set on the socket
+	 * thread with every queue stopped (queue threads may notify on it). */
+	int backend_fd;
 	unsigned int send_timeout_ms;	/* for one reply to leave */
 	uint64_t test_stop_after;	/* --test-stop-after; 0: off */
 	/* The inflight buffer (SET_INFLIGHT_FD): one region per queue for
@@ -82,6 +85,10 @@ int vhu_sync_all(struct vhu_server *s);
  * stay (RESET_DEVICE, and the first step of a disconnect). */
 void vhu_reset_device(struct vhu_server *s);
 
+/* devcfg.c: tells the front-end its config space changed, when it gave
+ * us a BACKEND_REQ channel (otherwise it re-reads with GET_CONFIG). */
+void vhu_send_config_changed(struct vhu_server *s);
+
 /* inflight.c */
 void vhu_inflight_clear(struct vhu_server *s);
 
@@ -108,5 +115,6 @@ int vhu_do_get_inflight_fd(struct vhu_server *s, struct vhu_msg *m);
 int vhu_do_set_inflight_fd(struct vhu_server *s, struct vhu_msg *m);
 int vhu_do_get_config(struct vhu_server *s, struct vhu_msg *m);
 int vhu_do_set_config(struct vhu_server *s, struct vhu_msg *m);
+int vhu_do_set_backend_req_fd(struct vhu_server *s, struct vhu_msg *m);
 
 #endif

@@ -2,13 +2,13 @@
  *
  * The problem: the back-end mmaps the files a vhost-user client sends as
  * its guest RAM. A memfd is refused unless sealed against shrinking (mem.c),
- * but hugetlbfs and ordinary files (QEMU's memory-backend-file) cannot be
- * sealed, and a client that truncates one turns the back-end's next load or
- * store past the new end of file (ring reads, request header copies, used
- * ring writes) into a SIGBUS, which would kill the back-end and with it
- * every later client. (The kernel's own accesses, io_uring reading or
- * writing data buffers, just fail with EFAULT: an I/O error for that
- * request.)
+ * but tmpfs, hugetlbfs and ordinary files (UML's memory file, QEMU's
+ * memory-backend-file) cannot be sealed, and a client that truncates one
+ * turns the back-end's next load or store past the new end of file (ring
+ * reads, request header copies, used ring writes) into a SIGBUS, which
+ * would kill the back-end and with it every later client. (The kernel's
+ * own accesses, io_uring reading or writing data buffers, just fail with
+ * EFAULT: an I/O error for that request.)
  *
  * The design:
  * - Every mapped region is registered in a fixed, process-wide table of

@@ -6,6 +6,8 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "lib/log.h"
 #include "vhost/server_internal.h"
@@ -216,14 +218,26 @@ int vhu_do_get_vring_base(struct vhu_server *s, struct vhu_msg *m)
 
 /* Kick, call and error fds come from the client and are read, polled and
  * written by the queue threads, and queue_stop wakes a thread by writing
- * to the kick fd. A pipe or socket there would never wake it (queue_stop
- * hangs in pthread_join), and a blocking eventfd whose counter the client
- * pushed near its maximum would block a write forever. So only eventfds
- * are accepted, and they are made non-blocking: a full counter is already
- * readable, so a write that fails with EAGAIN loses no wakeup. */
-static int check_eventfd(struct vhu_server *s, int fd, uint32_t i, const char *what)
+ * to the kick fd. A kick fd must therefore be an eventfd: a pipe or socket
+ * there would not wake the thread on our write (queue_stop would hang in
+ * pthread_join). Call and error fds are only ever written, one 8-byte
+ * value per notification, so anything a non-blocking write of 8 bytes
+ * signals will do: an eventfd, a pipe or FIFO, or a UNIX socket (UML's
+ * virtio_uml sends one end of a socketpair, because its interrupts come
+ * from SIGIO, which eventfds do not raise). Regular files, devices and
+ * other kinds are refused: a write there signals nobody, or could block.
+ * Every fd is made non-blocking. A write that fails with EAGAIN loses no
+ * notification: a full eventfd counter, pipe or socket buffer is already
+ * readable, and the reader, once woken, looks at the used ring, which
+ * holds every completion pushed before the write. (8 bytes go out whole
+ * or not at all: below PIPE_BUF for pipes, one skb for UNIX sockets.) A
+ * write to a pipe or socket whose reader is gone fails with EPIPE:
+ * vhu_server_run ignores SIGPIPE for the whole process. */
+static int check_notify_fd(struct vhu_server *s, int fd, uint32_t i, const char *what,
+			   bool kick)
 {
 	char path[32], target[32];
+	struct stat st;
 	ssize_t n;
 	int fl;
 
@@ -233,9 +247,24 @@ static int check_eventfd(struct vhu_server *s, int fd, uint32_t i, const char *w
 		return vhu_fail(s, -errno, "vring %u: %s fd: %s: %s", i, what, path,
 				strerror(errno));
 	target[n] = 0;
-	if (strcmp(target, "anon_inode:[eventfd]"))
-		return vhu_fail(s, -EINVAL, "vring %u: %s fd is %s, not an eventfd", i,
-				what, target);
+	if (strcmp(target, "anon_inode:[eventfd]")) {
+		int domain = 0;
+		socklen_t len = sizeof(domain);
+
+		if (kick)
+			return vhu_fail(s, -EINVAL, "vring %u: %s fd is %s, not an eventfd",
+					i, what, target);
+		if (fstat(fd, &st) < 0)
+			return vhu_fail(s, -errno, "vring %u: %s fd: %s", i, what,
+					strerror(errno));
+		if (S_ISSOCK(st.st_mode) &&
+		    (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) || domain != AF_UNIX))
+			return vhu_fail(s, -EINVAL, "vring %u: %s fd is a socket but not a UNIX one",
+					i, what);
+		if (!S_ISSOCK(st.st_mode) && !S_ISFIFO(st.st_mode))
+			return vhu_fail(s, -EINVAL, "vring %u: %s fd is %s, not an eventfd, pipe or "
+					"UNIX socket", i, what, target);
+	}
 	fl = fcntl(fd, F_GETFL);
 	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
 		return vhu_fail(s, -errno, "vring %u: %s fd: cannot make it non-blocking: %s",
@@ -258,9 +287,10 @@ int vhu_do_set_vring_fd(struct vhu_server *s, struct vhu_msg *m)
 	fd = nofd ? -1 : m->fds[0];
 	if (fd >= 0) {
 		/* Left in m on failure: handle_msg closes it. */
-		ret = check_eventfd(s, fd, i,
-				    m->hdr.request == VHU_SET_VRING_KICK ? "kick" :
-				    m->hdr.request == VHU_SET_VRING_CALL ? "call" : "error");
+		ret = check_notify_fd(s, fd, i,
+				      m->hdr.request == VHU_SET_VRING_KICK ? "kick" :
+				      m->hdr.request == VHU_SET_VRING_CALL ? "call" : "error",
+				      m->hdr.request == VHU_SET_VRING_KICK);
 		if (ret)
 			return ret;
 	}

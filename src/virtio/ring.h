@@ -101,7 +101,9 @@ struct virtq {
 	uint64_t avail_gpa;	/* 2-byte aligned */
 	uint64_t used_gpa;	/* 4-byte aligned */
 	int kick_fd;		/* eventfd the driver's notifications signal */
-	int call_fd;		/* eventfd that interrupts the driver; -1: none */
+	int call_fd;		/* non-blocking fd whose 8-byte write interrupts
+				 * the driver (an eventfd; under vhost-user also
+				 * a pipe or UNIX socket); -1: none */
 	uint8_t *isr;		/* virtio-pci: ISR byte to set (bit 0) before
 				 * a call, with MSI-X too (a driver may read
 				 * it); NULL under vhost-user */

@@ -5,7 +5,10 @@
  * leak fds or mappings, or touch memory outside what it mapped.
  *
  * Input records: [u8 fd spec][u16 length][length bytes of message].
- * fd spec: bits 0-1 number of fds, bit 2 eventfds instead of memfds. */
+ * fd spec: bits 0-1 number of fds, which are memfds (sealed), unless bit 2
+ * (eventfds), bit 3 (one end of a UNIX socketpair, as UML's call fds and
+ * back-end channel are) or bit 4 (an unsealable tmpfs file, as UML's and
+ * QEMU's memory-backend-file guest RAM is) says otherwise. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -93,7 +96,7 @@ static const struct virtio_dev_ops f_ops = {
 
 static struct fuzz_dev fdev;
 static struct vhu_server *srv;
-static int memfd = -1, evfd = -1;
+static int memfd = -1, evfd = -1, tmpfd = -1, sockfd[2] = { -1, -1 };
 
 static void setup(void)
 {
@@ -120,6 +123,26 @@ static void setup(void)
 	if (!srv || memfd < 0 || evfd < 0 || ftruncate(memfd, RAM_SIZE) ||
 	    fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK))
 		abort();
+	/* Nobody reads sockfd[1]: notifications the server writes to
+	 * sockfd[0] fill it and then meet EAGAIN, as a stalled UML would. */
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockfd))
+		abort();
+	tmpfd = open("/dev/shm", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (tmpfd < 0)
+		tmpfd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (tmpfd < 0 || ftruncate(tmpfd, RAM_SIZE))
+		abort();
+}
+
+static int spec_fd(uint8_t spec)
+{
+	if (spec & 4)
+		return evfd;
+	if (spec & 8)
+		return sockfd[0];
+	if (spec & 16)
+		return tmpfd;
+	return memfd;
 }
 
 static void send_record(int sock, const uint8_t *data, size_t len, uint8_t spec)
@@ -129,7 +152,7 @@ static void send_record(int sock, const uint8_t *data, size_t len, uint8_t spec)
 	struct iovec iov = { (void *)data, len };
 
 	for (unsigned int i = 0; i < nfds; i++)
-		fds[i] = (spec & 4) ? evfd : memfd;
+		fds[i] = spec_fd(spec);
 	(void)vwire_sendv(sock, &iov, 1, fds, nfds, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 

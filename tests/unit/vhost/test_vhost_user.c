@@ -20,9 +20,11 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/magic.h>
 
 #include <cmocka.h>
 
@@ -283,6 +285,7 @@ static void test_full_session(void **state)
 	assert_true(pf & (1ull << VHU_PF_REPLY_ACK));
 	assert_true(pf & (1ull << VHU_PF_CONFIG));
 	assert_true(pf & (1ull << VHU_PF_CONFIGURE_MEM_SLOTS));
+	assert_true(pf & (1ull << VHU_PF_BACKEND_REQ));
 	negotiate(c, all_pf);
 	assert_int_equal(get_u64(c->cfd, VHU_GET_QUEUE_NUM), NQ);
 	assert_int_equal(get_u64(c->cfd, VHU_GET_MAX_MEM_SLOTS), VHU_MEM_MAX_REGIONS);
@@ -482,6 +485,128 @@ static void test_table_swap_err_reset(void **state)
 	conn_free(c);
 }
 
+/* ---- what UML's virtio_uml (a second real front-end) sends ---- */
+
+/* Its table struct has room for two regions and goes out whole with one:
+ * 72 bytes. Any payload from what the regions need up to the largest
+ * table (8 regions) is accepted; the bytes past nregions are not read. */
+static void test_table_slack(void **state)
+{
+	struct conn *c = conn_new();
+	union vhu_payload p;
+
+	negotiate(c, all_pf);
+	memset(&p, 0xee, sizeof(p));	/* the slack is garbage */
+	p.mem.nregions = 1;
+	p.mem.padding = 0;
+	p.mem.r[0] = (struct vhu_region){ 0, RAM_SIZE, UADDR, 0 };
+	assert_int_equal(send_ack(c->cfd, VHU_SET_MEM_TABLE, &p,
+				  VHU_MEM_TABLE_HDR_SIZE + 2 * sizeof(struct vhu_region),
+				  &c->ram_fd, 1), 0);
+	assert_int_equal(VHU_MEM_TABLE_HDR_SIZE + 2 * sizeof(struct vhu_region), 72);
+	assert_int_equal(c->fake.dev.mem->n, 1);
+	assert_int_equal(send_ack(c->cfd, VHU_SET_MEM_TABLE, &p, sizeof(struct vhu_mem_table),
+				  &c->ram_fd, 1), 0);
+	assert_int_equal(c->fake.dev.mem->n, 1);
+	assert_int_equal(c->fake.dev.mem->r[0].size, RAM_SIZE);
+	assert_int_equal(conn_end(c), 0);
+	conn_free(c);
+}
+
+/* Runs vring 0 with this call fd (the client's copy is closed here). */
+static void run_with_call_fd(struct conn *c, int call)
+{
+	struct vhu_vring_state st = { 0, 64 };
+	uint64_t base = UADDR + 0x10000, idx = 0;
+	struct vhu_vring_addr a = { 0, 0, base, base + 0x2000, base + 0x1000, 0 };
+
+	send_req(c->cfd, VHU_SET_VRING_NUM, &st, sizeof(st));
+	send_req(c->cfd, VHU_SET_VRING_ADDR, &a, sizeof(a));
+	assert_int_equal(send_ack(c->cfd, VHU_SET_VRING_CALL, &idx, 8, &call, 1), 0);
+	close(call);
+	kick(c, 0);
+	enable(c, 0, 1);
+	assert_true(c->fake.running[0]);
+	assert_true(c->fake.started_vq.call_fd >= 0);
+}
+
+/* UML's call fd is one end of a socketpair (its interrupts are SIGIO,
+ * which eventfds do not raise): accepted, made non-blocking, and each
+ * notification is one whole 8-byte record, as UML reads them. With the
+ * socket full a notification neither blocks nor tears a record, and the
+ * reader, already readable, loses nothing. A pipe does as well. */
+static void test_call_socket(void **state)
+{
+	struct conn *c = conn_new();
+	struct virtq vq;
+	uint64_t v = 0, recs = 0;
+	int sv[2], p[2], fd;
+	ssize_t n;
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	negotiate(c, all_pf);
+	set_table(c);
+	run_with_call_fd(c, sv[1]);
+	fd = c->fake.started_vq.call_fd;
+	assert_true(fcntl(fd, F_GETFL) & O_NONBLOCK);
+	memset(c->ram, 0, RAM_SIZE);
+	vq = c->fake.started_vq;
+	assert_true(virtq_notify(&vq));
+	assert_int_equal(read(sv[0], &v, sizeof(v)), sizeof(v));
+	assert_int_equal(v, 1);
+
+	/* Fill the socket as a reader that never reads would. */
+	while ((n = write(fd, &v, sizeof(v))) == (ssize_t)sizeof(v))
+		recs++;
+	assert_int_equal(n, -1);
+	assert_int_equal(errno, EAGAIN);
+	vq = c->fake.started_vq;
+	assert_false(virtq_notify(&vq));	/* dropped, not blocked */
+	assert_true(fcntl(sv[0], F_SETFL, O_NONBLOCK) == 0);
+	while (read(sv[0], &v, sizeof(v)) == (ssize_t)sizeof(v)) {
+		assert_int_equal(v, 1);
+		recs--;
+	}
+	assert_int_equal(recs, 0);	/* whole records only */
+	close(sv[0]);
+
+	/* A pipe's write end. */
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	run_with_call_fd(c, p[1]);
+	vq = c->fake.started_vq;
+	assert_true(virtq_notify(&vq));
+	assert_int_equal(read(p[0], &v, sizeof(v)), sizeof(v));
+	close(p[0]);
+	assert_int_equal(conn_end(c), 0);
+	conn_free(c);
+}
+
+/* UML (6.1) shares the back-end request channel's IRQ with its queue
+ * interrupts and cannot run without it: the channel is taken and kept,
+ * and a config change is announced on it. */
+static void test_backend_req(void **state)
+{
+	struct conn *c = conn_new();
+	struct vhu_hdr h;
+	int sv[2];
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	negotiate(c, all_pf | (1ull << VHU_PF_BACKEND_REQ));
+	assert_int_equal(send_ack(c->cfd, VHU_SET_BACKEND_REQ_FD, NULL, 0, &sv[1], 1), 0);
+	close(sv[1]);
+	c->fake.dev.transport.config_changed(&c->fake.dev);
+	assert_int_equal(read(sv[0], &h, sizeof(h)), sizeof(h));
+	assert_int_equal(h.request, VHU_BACKEND_CONFIG_CHANGE_MSG);
+	assert_int_equal(h.flags, VHU_VERSION);
+	assert_int_equal(h.size, 0);
+	/* The channel goes with the client: closed at its disconnect. */
+	assert_int_equal(conn_end(c), 0);
+	assert_int_equal(read(sv[0], &h, sizeof(h)), 0);
+	c->fake.dev.transport.config_changed(&c->fake.dev);
+	close(sv[0]);
+	conn_free(c);
+}
+
 /* The translation helpers, directly. */
 static void test_mem_translate(void **state)
 {
@@ -500,6 +625,18 @@ static void test_mem_translate(void **state)
 	assert_non_null(strstr(err, "F_SEAL_SHRINK"));
 	assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
 	assert_int_equal(vhu_mem_add(&m, &r, fd, err, sizeof(err)), 0);
+	/* A memfd that cannot be sealed (QEMU's seal=off) is refused too:
+	 * its client could have sealed it. */
+	{
+		int nfd = memfd_create("noseal", MFD_CLOEXEC);
+		struct vhu_region r2 = { 0x200000, 0x1000, UADDR + 0x200000, 0 };
+
+		assert_true(nfd >= 0);
+		assert_int_equal(ftruncate(nfd, 0x1000), 0);
+		assert_int_equal(fcntl(nfd, F_GET_SEALS), F_SEAL_SEAL);
+		assert_int_equal(vhu_mem_add(&m, &r2, nfd, err, sizeof(err)), -EPERM);
+		close(nfd);
+	}
 	p = vhu_mem_uva_to_hva(&m, UADDR + 0x10, 4);
 	assert_non_null(p);
 	assert_ptr_equal(gmem_ptr(&m.gmem, 0x100010, 4), p);
@@ -522,22 +659,29 @@ static void test_mem_translate(void **state)
 	close(fd);
 }
 
-/* A plain file (which cannot be sealed) as guest RAM, truncated while it
- * is mapped: our accesses past the new end neither crash nor change the
- * pages still inside the file, and the fault is reported once, naming the
- * region and the offset. */
-static void test_mem_truncated_file(void **state)
+/* A file that cannot be sealed as guest RAM, truncated while it is
+ * mapped: our accesses past the new end neither crash nor change the pages
+ * still inside the file, and the fault is reported once, naming the region
+ * and the offset. In dir: a disk file, or a tmpfs one (UML's memory file,
+ * QEMU's memory-backend-file on /dev/shm), for which F_GET_SEALS reports
+ * F_SEAL_SEAL as for an unsealable memfd, and which must still be taken. */
+static void truncated_file_in(const char *dir)
 {
-	char path[] = "/tmp/iovm-vhost-ram-XXXXXX", err[256];
+	char path[64], err[256];
 	struct vhu_region r = { 0x100000, 0x10000, UADDR, 0 };
 	long pg = sysconf(_SC_PAGESIZE);
 	volatile uint8_t *p;
 	struct vhu_mem m;
 	uint64_t gpa, size, off;
-	int fd = mkstemp(path);
+	int fd, seals;
 
+	snprintf(path, sizeof(path), "%s/iovm-vhost-ram-XXXXXX", dir);
+	fd = mkstemp(path);
 	assert_true(fd >= 0);
 	unlink(path);
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals >= 0)
+		assert_int_equal(seals, F_SEAL_SEAL);	/* tmpfs: cannot be sealed */
 	assert_int_equal(ftruncate(fd, 0x10000), 0);
 	assert_int_equal(pwrite(fd, "keep", 4, 0x10), 4);
 	assert_int_equal(vhu_mem_init(&m), 0);
@@ -566,6 +710,22 @@ static void test_mem_truncated_file(void **state)
 	}
 	vhu_mem_fini(&m);
 	close(fd);
+}
+
+static void test_mem_truncated_file(void **state)
+{
+	truncated_file_in("/tmp");
+}
+
+static void test_mem_truncated_tmpfs(void **state)
+{
+	struct statfs sf;
+
+	if (statfs("/dev/shm", &sf) || sf.f_type != TMPFS_MAGIC) {
+		print_message("SKIPPED: /dev/shm is not a tmpfs\n");
+		skip();
+	}
+	truncated_file_in("/dev/shm");
 }
 
 /* Outside guest regions a SIGBUS keeps its default action: a truncated
@@ -610,12 +770,13 @@ enum hostile_kind {
 	H_KICK_NO_FD, H_KICK_POLLING, H_FD_ON_OWNER, H_TRUNCATED, H_RING_OUTSIDE,
 	H_FEATURES_REFUSED, H_ADD_REG_NO_PF, H_CONFIG_SIZE,
 	H_CONFIG_TOO_BIG, H_ADD_REG_NO_FD, H_PF_UNOFFERED, H_BASE_RANGE, H_ENABLE_VALUE,
-	H_VRING_LOG, H_KICK_BITS, H_KICK_PIPE, H_KICK_SOCKET, H_CALL_PIPE,
-	H_CALL_MEMFD, H_ERR_SOCKET, H_TABLE_UNSEALED, H_TABLE_NO_SEALING,
-	H_ADD_REG_UNSEALED, H_COUNT
+	H_VRING_LOG, H_KICK_BITS, H_KICK_PIPE, H_KICK_SOCKET, H_CALL_FILE,
+	H_CALL_MEMFD, H_CALL_INET, H_ERR_CHARDEV, H_TABLE_UNSEALED, H_TABLE_NO_SEALING,
+	H_ADD_REG_UNSEALED, H_TABLE_OVERSIZE, H_BACKEND_NO_PF, H_BACKEND_NOT_SOCKET,
+	H_COUNT
 };
 
-/* Sends fd (not an eventfd) as the kick, call or error fd of vring 0. */
+/* Sends fd (one it must refuse) as the kick, call or error fd of vring 0. */
 static void send_vring_fd(struct conn *c, uint32_t req, int fd)
 {
 	uint64_t u = 0;
@@ -690,8 +851,18 @@ static void send_hostile(struct conn *c, enum hostile_kind k)
 		break;
 	}
 	case H_TABLE_SIZE:
-		send_msg(c->cfd, VHU_SET_MEM_TABLE, VHU_VERSION, &t, tsize + 8, fds, 1);
+		/* Shorter than its one region. */
+		send_msg(c->cfd, VHU_SET_MEM_TABLE, VHU_VERSION, &t, tsize - 8, fds, 1);
 		break;
+	case H_TABLE_OVERSIZE: {
+		/* Larger than the largest table (8 regions), still within
+		 * the largest message. */
+		union vhu_payload p = { .mem = t };
+
+		assert_true(sizeof(p) > sizeof(struct vhu_mem_table));
+		send_msg(c->cfd, VHU_SET_MEM_TABLE, VHU_VERSION, &p, sizeof(p), fds, 1);
+		break;
+	}
 	case H_TABLE_NOT_FILE:
 		send_msg(c->cfd, VHU_SET_MEM_TABLE, VHU_VERSION, &t, tsize, &ev, 1);
 		break;
@@ -791,31 +962,69 @@ static void send_hostile(struct conn *c, enum hostile_kind k)
 		u = 1ull << 20;
 		send_msg(c->cfd, VHU_SET_VRING_KICK, VHU_VERSION, &u, 8, &ev, 1);
 		break;
-	case H_KICK_PIPE:
-	case H_CALL_PIPE: {
+	case H_KICK_PIPE: {
+		/* Kicks must be eventfds (queue_stop wakes the thread by
+		 * writing to them); only call and error fds may be pipes. */
 		int p[2];
 
 		assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-		send_vring_fd(c, k == H_KICK_PIPE ? VHU_SET_VRING_KICK
-						  : VHU_SET_VRING_CALL, p[0]);
+		send_vring_fd(c, VHU_SET_VRING_KICK, p[0]);
 		close(p[0]);
 		close(p[1]);
 		break;
 	}
-	case H_KICK_SOCKET:
-	case H_ERR_SOCKET: {
+	case H_KICK_SOCKET: {
 		int sv[2];
 
 		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-		send_vring_fd(c, k == H_KICK_SOCKET ? VHU_SET_VRING_KICK
-						    : VHU_SET_VRING_ERR, sv[0]);
+		send_vring_fd(c, VHU_SET_VRING_KICK, sv[0]);
 		close(sv[0]);
 		close(sv[1]);
+		break;
+	}
+	case H_CALL_FILE: {
+		FILE *f = tmpfile();
+
+		assert_non_null(f);
+		send_vring_fd(c, VHU_SET_VRING_CALL, fileno(f));
+		fclose(f);
 		break;
 	}
 	case H_CALL_MEMFD:
 		send_vring_fd(c, VHU_SET_VRING_CALL, c->ram_fd);
 		break;
+	case H_CALL_INET: {
+		int so = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+		assert_true(so >= 0);
+		send_vring_fd(c, VHU_SET_VRING_CALL, so);
+		close(so);
+		break;
+	}
+	case H_ERR_CHARDEV: {
+		int nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
+		assert_true(nul >= 0);
+		send_vring_fd(c, VHU_SET_VRING_ERR, nul);
+		close(nul);
+		break;
+	}
+	case H_BACKEND_NO_PF:
+	case H_BACKEND_NOT_SOCKET: {
+		int sv[2];
+
+		if (k == H_BACKEND_NOT_SOCKET) {
+			u = 1ull << VHU_PF_BACKEND_REQ;
+			send_req(c->cfd, VHU_SET_PROTOCOL_FEATURES, &u, 8);
+			send_msg(c->cfd, VHU_SET_BACKEND_REQ_FD, VHU_VERSION, NULL, 0, &ev, 1);
+			break;
+		}
+		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+		send_msg(c->cfd, VHU_SET_BACKEND_REQ_FD, VHU_VERSION, NULL, 0, &sv[0], 1);
+		close(sv[0]);
+		close(sv[1]);
+		break;
+	}
 	case H_TABLE_UNSEALED:
 	case H_TABLE_NO_SEALING:
 	case H_ADD_REG_UNSEALED: {
@@ -943,6 +1152,10 @@ int main(void)
 		cmocka_unit_test(test_table_swap_err_reset),
 		cmocka_unit_test(test_mem_translate),
 		cmocka_unit_test(test_mem_truncated_file),
+		cmocka_unit_test(test_mem_truncated_tmpfs),
+		cmocka_unit_test(test_table_slack),
+		cmocka_unit_test(test_call_socket),
+		cmocka_unit_test(test_backend_req),
 		cmocka_unit_test(test_sigbus_elsewhere_kills),
 		cmocka_unit_test(test_hostile),
 		cmocka_unit_test(test_too_many_fds),
