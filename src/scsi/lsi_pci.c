@@ -80,11 +80,18 @@ static const struct pci_dev_ops lsi_pci_ops = {
 static void lsi_pci_shutdown(void *opaque)
 {
 	struct lsi_pci *lp = opaque;
+	unsigned int rd, wr;
 
 	/* The PCI bus's INTx resample thread outlives the VM's devices: stop
 	 * it asking this HBA (and wait for a call in progress) before the HBA
 	 * is freed. */
 	pci_irq_unbind(lp->pd, lp->irq_fd);
+	/* The queue depth the driver really used, for the operator and the
+	 * tests that check tagged queueing. */
+	lsi_cmds_peak(lp->hba, &rd, &wr);
+	if (rd || wr)
+		pr_info("lsi: at most %u READ and %u WRITE commands were in flight at once",
+			rd, wr);
 	/* Drains the HBA's in-flight I/O; then what the guest wrote goes to
 	 * stable storage before the disks close. */
 	lsi_destroy(lp->hba);
