@@ -131,9 +131,11 @@ static int host_irqfd(void *host, unsigned int route, int fd, int resample_fd,
 		if (i < MAX_BINDINGS) {
 			epoll_ctl(vp->epfd, EPOLL_CTL_DEL, fd, NULL);
 			vp->bind[i].fd = -1;
-			if (vp->bind[i].route == ROUTE_INTX &&
-			    vp->intx_resample_fd == vp->bind[i].resample_fd)
-				vp->intx_resample_fd = -1;
+			/* The line's resample fd, while any fd is on it. */
+			vp->intx_resample_fd = -1;
+			for (i = 0; i < MAX_BINDINGS; i++)
+				if (vp->bind[i].fd >= 0 && vp->bind[i].route == ROUTE_INTX)
+					vp->intx_resample_fd = vp->bind[i].resample_fd;
 		}
 		goto out;
 	}
