@@ -12,6 +12,7 @@
 
 #include "cmd/commands.h"
 #include "cmd/devices.h"
+#include "cmd/vhost_opts.h"
 #include "config.h"
 #include "lib/log.h"
 #include "vhost/pcidev.h"
@@ -81,9 +82,7 @@ static const char help[] =
 "      virtio_uml.device=/tmp/lsi.sock:1234 ...\n";
 
 struct vpci_cmd {
-	const char *socket;
-	int fd;
-	bool once;
+	struct vhost_opts o;
 	struct vm_config cfg;
 };
 
@@ -109,11 +108,11 @@ static void free_cfg(struct vm_config *cfg)
 static int parse_args(struct vpci_cmd *c, int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "socket", required_argument, NULL, 'S' },
-		{ "fd", required_argument, NULL, 'f' },
+		{ "socket", required_argument, NULL, VHOST_OPT_SOCKET },
+		{ "fd", required_argument, NULL, VHOST_OPT_FD },
 		{ "disk", required_argument, NULL, 'd' },
-		{ "share", required_argument, NULL, 's' },
-		{ "once", no_argument, NULL, 'o' },
+		{ "share", required_argument, NULL, 'S' },
+		{ "once", no_argument, NULL, VHOST_OPT_ONCE },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -127,21 +126,6 @@ static int parse_args(struct vpci_cmd *c, int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, ":vqh", longopts, NULL)) != -1) {
 		err[0] = 0;
 		switch (opt) {
-		case 'S':
-			c->socket = optarg;
-			break;
-		case 'f': {
-			char *end;
-			long v = strtol(optarg, &end, 10);
-
-			if (*end || v < 0 || v > INT_MAX || fcntl(v, F_GETFD) < 0) {
-				fprintf(stderr, "iovm: vhost-user-pci: --fd %s is not an open "
-					"file descriptor\n", optarg);
-				return -1;
-			}
-			c->fd = v;
-			break;
-		}
 		case 'd':
 			if (c->cfg.ndisks == CONFIG_MAX_DISKS) {
 				fprintf(stderr, "iovm: --disk: at most %u disks\n", CONFIG_MAX_DISKS);
@@ -154,7 +138,7 @@ static int parse_args(struct vpci_cmd *c, int argc, char **argv)
 			}
 			c->cfg.ndisks++;
 			break;
-		case 's':
+		case 'S':
 			if (c->cfg.nshares == CONFIG_MAX_SHARES) {
 				fprintf(stderr, "iovm: --share: at most %u shares\n",
 					CONFIG_MAX_SHARES);
@@ -167,38 +151,19 @@ static int parse_args(struct vpci_cmd *c, int argc, char **argv)
 			}
 			c->cfg.nshares++;
 			break;
-		case 'o':
-			c->once = true;
-			break;
-		case 'v':
-			log_threshold = LOG_DEBUG;
-			break;
-		case 'q':
-			log_threshold = LOG_ERR;
-			break;
 		case 'h':
 			fputs(help, stdout);
 			return 1;
-		case ':':
-			fprintf(stderr, "iovm: vhost-user-pci: option '%s' needs a value (see --help)\n",
-				argv[optind - 1]);
-			return -1;
 		default:
-			fprintf(stderr, "iovm: vhost-user-pci: unknown option '%s' (see --help)\n",
-				argv[optind - 1]);
-			return -1;
+			if (vhost_opt(&c->o, "vhost-user-pci", opt, optarg, argv))
+				return -1;
+			break;
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "iovm: vhost-user-pci: unexpected argument '%s'\n", argv[optind]);
+	if (vhost_opts_check(&c->o, "vhost-user-pci", argc, argv))
 		return -1;
-	}
-	if (!c->socket && c->fd < 0) {
+	if (!c->o.socket && c->o.fd < 0) {
 		fprintf(stderr, "iovm: vhost-user-pci needs --socket PATH (or --fd N) (see --help)\n");
-		return -1;
-	}
-	if (c->socket && c->fd >= 0) {
-		fprintf(stderr, "iovm: vhost-user-pci: --socket and --fd exclude each other\n");
 		return -1;
 	}
 	if (devices_count(&c->cfg) != 1) {
@@ -221,7 +186,7 @@ static int make_function(struct pci_bus *bus, void *opaque)
 
 int cmd_vhost_user_pci(int argc, char **argv)
 {
-	struct vpci_cmd c = { .fd = -1 };
+	struct vpci_cmd c = { .o.fd = -1 };
 	struct virtio_dev *dev;
 	struct vhu_server *s;
 	int status, ret;
@@ -250,7 +215,7 @@ int cmd_vhost_user_pci(int argc, char **argv)
 		free_cfg(&c.cfg);
 		return 1;
 	}
-	status = vhu_server_run(s, c.socket, c.fd, c.once);
+	status = vhu_server_run(s, c.o.socket, c.o.fd, c.o.once);
 	vhu_server_free(s);
 	dev->ops->destroy(dev);
 	free_cfg(&c.cfg);
