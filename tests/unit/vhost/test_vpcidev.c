@@ -21,6 +21,8 @@
 
 #include "config.h"
 #include "hw/pci.h"
+#include "scsi/lsi_pci.h"
+#include "scsi/lsi_regs.h"
 #include "vdriver.h"
 #include "vhost/pcidev.h"
 #include "virtio/blk.h"
@@ -600,6 +602,69 @@ static void test_virtio_blk_io(void **state)
 	assert_int_equal(stat_of(0), 0);
 }
 
+/* --- the real LSI 53C895A -------------------------------------------- */
+
+static int make_lsi(struct pci_bus *bus, void *opaque)
+{
+	static struct disk_cfg cfg;
+	const struct disk_cfg *disks[1] = { &cfg };
+
+	cfg = (struct disk_cfg){ .path = disk_path, .iface = DISK_IF_LSI,
+				 .cache = CACHE_WRITEBACK };
+	return lsi_pci_create(bus, disks, 1);
+}
+
+static int setup_lsi(void **state)
+{
+	int fd;
+
+	strcpy(disk_path, "/tmp/iovm-vpcidev-XXXXXX");
+	fd = mkstemp(disk_path);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, 1 << 20), 0);
+	close(fd);
+	return start(make_lsi, NULL);
+}
+
+#define LSI_MMIO_ADDR 0xf0000000u
+#define LSI_RAM_ADDR 0xf0002000u
+
+/* sym53c8xx's way in: the registers through the memory BAR, SCRIPTS
+ * copied into the on-chip RAM, run from there, and their INT instruction
+ * coming back as an INTx message that reading the status clears. */
+static void test_lsi_function(void **state)
+{
+	uint8_t scripts[4096];
+	uint32_t prog[2] = { SCR_INT, 0x1234 };
+	struct vpcidev_msg m;
+
+	assert_int_equal(cfg_rd(0, 4), LSI_PCI_DEVICE << 16 | LSI_PCI_VENDOR);
+	assert_int_equal(cfg_rd(0x3d, 1), 1);			/* INTA# */
+	cfg_wr(0x14, LSI_MMIO_ADDR, 4);				/* BAR1: registers */
+	cfg_wr(0x18, LSI_RAM_ADDR, 4);				/* BAR2: SCRIPTS RAM */
+	cfg_wr(0x04, 0x0006, 2);
+	/* a scratch register, and the RAM filled by one memcpy_toio */
+	mmio_wr(1, 0x34, 0xcafef00d, 4);			/* SCRATCHA */
+	assert_int_equal(mmio_rd(1, 0x34, 4), 0xcafef00d);
+	for (unsigned int i = 0; i < sizeof(scripts); i++)
+		scripts[i] = i * 7;
+	assert_int_equal(send_msg(VPCIDEV_OP_MMIO_WRITE, 2, 4096, 4096, scripts, 4096, 0), 0);
+	assert_int_equal(send_msg(VPCIDEV_OP_MMIO_READ, 2, 4096, 4096, NULL, 0, 4096), 4096);
+	assert_memory_equal(reply(), scripts, 4096);
+	/* INT 0x1234 at the start of the RAM, run from its bus address */
+	assert_int_equal(send_msg(VPCIDEV_OP_MMIO_WRITE, 2, 8, 0, prog, 8, 0), 0);
+	mmio_wr(1, LSI_DIEN, LSI_DSTAT_SIR, 1);
+	mmio_wr(1, LSI_DSP, LSI_RAM_ADDR, 4);
+	assert_int_equal(irq_wait_held(&m, NULL), VPCIDEV_OP_INT);
+	assert_int_equal(mmio_rd(1, LSI_ISTAT, 1) & LSI_ISTAT_DIP, LSI_ISTAT_DIP);
+	assert_int_equal(mmio_rd(1, LSI_DSTAT, 1) & LSI_DSTAT_SIR, LSI_DSTAT_SIR);
+	assert_int_equal(mmio_rd(1, LSI_DSPS, 4), 0x1234);
+	assert_int_equal(mmio_rd(1, LSI_ISTAT, 1) & LSI_ISTAT_DIP, 0);
+	irq_done();
+	assert_int_equal(stat_of(2), 1);
+	assert_int_equal(stat_of(0), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -611,6 +676,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_irq_backpressure, setup_fake, teardown),
 		cmocka_unit_test_setup_teardown(test_virtio_blk_function, setup_blk, teardown_blk),
 		cmocka_unit_test_setup_teardown(test_virtio_blk_io, setup_blk, teardown_blk),
+		cmocka_unit_test_setup_teardown(test_lsi_function, setup_lsi, teardown_blk),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
