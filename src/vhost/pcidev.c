@@ -362,7 +362,7 @@ static void cfg_io(struct vpcidev *vp, uint64_t addr, uint8_t *data, unsigned in
 static uint32_t refuse(struct vpcidev *vp, const char *why, const struct vpcidev_msg *m,
 		       const struct iovec *in, unsigned int in_num, uint64_t in_len)
 {
-	vp->st.refused++;
+	__atomic_fetch_add(&vp->st.refused, 1, __ATOMIC_RELAXED);
 	pr_guest("virtio-pcidev: refused op %u bar %u size %u addr %#llx: %s", m->op,
 		 m->bar, m->size, (unsigned long long)m->addr, why);
 	return reply_ones(in, in_num, in_len, m->size ? m->size : in_len);
@@ -378,7 +378,7 @@ static uint32_t serve_msg(struct vpcidev *vp, const struct iovec *iov, unsigned 
 	bool is_write, memset_op;
 	uint64_t bar_size;
 
-	vp->st.cmds++;
+	__atomic_fetch_add(&vp->st.cmds, 1, __ATOMIC_RELAXED);
 	if (out_len < sizeof(m)) {
 		m.size = 0;
 		return refuse(vp, "message shorter than its header", &m, in, in_num, in_len);
@@ -593,6 +593,7 @@ int vpcidev_session_begin(struct virtio_dev *dev)
 		return 0;
 	vp->nmsi = 0;
 	memset(vp->msi, 0, sizeof(vp->msi));
+	memset(&vp->st, 0, sizeof(vp->st));	/* counted per session */
 	vp->intx_pending = vp->intx_asserted = false;
 	vp->intx_resample_fd = -1;
 	vp->bus = pci_bus_create_host(&pcidev_host, vp, vp->dev.mem);
@@ -617,8 +618,16 @@ void vpcidev_session_end(struct virtio_dev *dev)
 {
 	struct vpcidev *vp = to_vp(dev);
 
+	struct vpcidev_stats st;
+
 	if (!vp->bus)
 		return;
+	vpcidev_get_stats(dev, &st);
+	if (st.cmds)
+		pr_info("virtio-pcidev: session over: %llu cmd messages (%llu refused), "
+			"%llu MSI and %llu INTx messages",
+			(unsigned long long)st.cmds, (unsigned long long)st.refused,
+			(unsigned long long)st.msi, (unsigned long long)st.intx);
 	/* The functions drain their in-flight I/O, flush and unbind. */
 	for (unsigned int i = 0; i < vp->nhooks; i++)
 		vp->hook[i](vp->hook_opaque[i]);
@@ -709,9 +718,14 @@ void vpcidev_get_stats(struct virtio_dev *dev, struct vpcidev_stats *st)
 {
 	struct vpcidev *vp = to_vp(dev);
 
+	/* cmds and refused are the session thread's alone: atomics; msi and
+	 * intx change under the lock. */
 	pthread_mutex_lock(&vp->lock);
-	*st = vp->st;
+	st->msi = vp->st.msi;
+	st->intx = vp->st.intx;
 	pthread_mutex_unlock(&vp->lock);
+	st->cmds = __atomic_load_n(&vp->st.cmds, __ATOMIC_RELAXED);
+	st->refused = __atomic_load_n(&vp->st.refused, __ATOMIC_RELAXED);
 }
 
 struct virtio_dev *vpcidev_create(vpcidev_make_fn make, void *opaque)

@@ -52,7 +52,8 @@ typedef int (*vpcidev_make_fn)(struct pci_bus *bus, void *opaque);
  * physical addresses). NULL when out of memory. */
 struct virtio_dev *vpcidev_create(vpcidev_make_fn make, void *opaque);
 
-/* What the transport did, for tests and the operator's log. */
+/* What the transport did in the current (or last) session, for tests and
+ * the operator's log (a line when a session ends). */
 struct vpcidev_stats {
 	uint64_t cmds;		/* cmd-queue messages served */
 	uint64_t refused;	/* of which refused (bad op, size, BAR...) */
