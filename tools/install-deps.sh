@@ -1,13 +1,15 @@
 #!/bin/sh
 # Installs, from Debian's archive, everything iovm needs to build, to build
-# its guest image and to run its whole test suite. Idempotent; run as root.
+# its guest image and its User-Mode Linux kernel (linux-source-6.1 and the
+# kernel's build tools), and to run its whole test suite. Idempotent; run as root.
 set -eu
 
 PKGS="build-essential meson ninja-build pkg-config liburing-dev libcmocka-dev liblzma-dev zlib1g-dev libzstd-dev
 clang llvm libclang-rt-14-dev
 qemu-system-x86 qemu-utils qemu-block-extra
 cpio gzip xz-utils zstd busybox-static fio sg3-utils util-linux
-python3 binutils file strace"
+python3 binutils file strace
+linux-source-6.1 flex bison bc kmod patch qemu-system-common"
 
 missing=""
 for p in $PKGS; do

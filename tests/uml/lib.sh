@@ -1,0 +1,117 @@
+# Shared by the User-Mode Linux tests (suite 'uml'), sourced, not run: finds
+# the UML kernel (tools/mkuml.sh), skips when it is missing or cannot run, and
+# boots it with the host's / as its root (hostfs) to run one host shell
+# script as PID 1, whose exit status comes back through a file.
+#
+# Interface (see tests/uml/README.md):
+#   UML_KERNEL     the kernel: $IOVM_UML, else $IOVM_UML_DIR/linux (meson
+#                  passes the build's uml/), else build/uml/linux beside tests/
+#   UML_MODULES    its modules tree (modprobe -d "$UML_MODULES" NAME in UML)
+#   UML_VPCI_ID    the virtio device ID of virt-pci (virtio_uml.device=SOCK:ID
+#                  for a virtio-pcidev back-end), from the kernel's config
+#   uml_skip REASON        prints "SKIPPED: REASON", exits 77
+#   uml_fail REASON        prints "FAIL: REASON", exits 1
+#   uml_require            uml_skip unless the kernel exists and runs
+#   uml_run DIR SCRIPT [KERNEL_ARGS...]
+#                  boots UML to run `sh SCRIPT` (cwd DIR, env UML_DIR=DIR,
+#                  UML_MODULES, TMPDIR=DIR, PATH) as PID 1; returns its exit
+#                  status. DIR: an existing directory of the caller (its
+#                  mktemp -d, outside /dev, /proc and /sys, which UML mounts
+#                  over). Writes DIR/console.log (kernel console), DIR/output.log
+#                  (SCRIPT's stdout and stderr), DIR/status, DIR/init.sh.
+#                  UML's memory file is in a mktemp -d dir on /dev/shm (tmpfs,
+#                  shareable with vhost-user back-ends), removed afterwards.
+#                  UML_MEM (default 512M) sizes it; UML_TIMEOUT (default 600 s)
+#                  bounds the boot: on expiry the UML (its process group
+#                  only) is killed, the console's tail shown and 124 returned;
+#                  no status file (UML crashed, script killed) returns 125.
+#                  Sets UML_SECONDS: how long the UML ran (boot to power-off).
+
+uml_skip() { echo "SKIPPED: $*"; exit 77; }
+uml_fail() { echo "FAIL: $*"; exit 1; }
+
+_uml_here=$(cd "$(dirname "$0")" && pwd)
+if [ -n "${IOVM_UML:-}" ]; then
+	UML_KERNEL=$IOVM_UML
+elif [ -n "${IOVM_UML_DIR:-}" ]; then
+	UML_KERNEL=$IOVM_UML_DIR/linux
+else
+	UML_KERNEL=$_uml_here/../../build/uml/linux
+fi
+UML_MODULES=$(dirname "$UML_KERNEL")/modules
+UML_VPCI_ID=$(sed -n 's/^CONFIG_UML_PCI_OVER_VIRTIO_DEVICE_ID=//p' \
+	"$(dirname "$UML_KERNEL")/config" 2>/dev/null)
+
+uml_require() {
+	[ -e "$UML_KERNEL" ] ||
+		uml_skip "no UML kernel at $UML_KERNEL (build it: tools/mkuml.sh)"
+	[ -x "$UML_KERNEL" ] || uml_skip "$UML_KERNEL is not executable"
+	# UML answers --version as a host program, before it boots.
+	"$UML_KERNEL" --version >/dev/null 2>&1 ||
+		uml_skip "$UML_KERNEL cannot run on this host"
+	command -v timeout >/dev/null || uml_skip "timeout (coreutils) missing"
+}
+
+# Tail of a log for a failure message.
+_uml_tail() {
+	[ -s "$1" ] || return 0
+	echo "--- last lines of $1:"
+	tail -n "${2:-40}" "$1"
+}
+
+uml_run() {
+	local dir script memdir st t0
+	dir=$(cd "${1:?uml_run DIR SCRIPT [ARGS...]}" && pwd) || return 2
+	script=$(realpath "${2:?uml_run DIR SCRIPT [ARGS...]}") || return 2
+	shift 2
+	rm -f "$dir/status" "$dir/status.tmp"
+	# PID 1 inside UML. The status goes through hostfs into a file, synced
+	# before the power-off, so the caller never guesses it from the console.
+	cat >"$dir/init.sh" <<EOF
+#!/bin/sh
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export UML_DIR='$dir' UML_MODULES='$UML_MODULES' TMPDIR='$dir' HOME='$dir'
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+grep -q ' /dev ' /proc/mounts || mount -t devtmpfs devtmpfs /dev
+cd '$dir' || exit 1
+/bin/sh '$script' >'$dir/output.log' 2>&1 </dev/null
+echo \$? >'$dir/status.tmp'
+mv '$dir/status.tmp' '$dir/status'
+sync
+echo o >/proc/sysrq-trigger
+# The power-off runs from a workqueue; PID 1 must not exit meanwhile.
+while :; do sleep 1; done
+EOF
+	chmod 755 "$dir/init.sh"
+	if [ -d /dev/shm ] && [ -w /dev/shm ]; then
+		memdir=$(mktemp -d /dev/shm/iovm-uml.XXXXXX) || return 2
+	else
+		memdir=$(mktemp -d) || return 2
+	fi
+	t0=$(date +%s.%N)
+	# timeout runs UML in a process group of its own and, on expiry, kills
+	# that group: UML and the host processes of its userspace, nothing else.
+	st=0
+	TMPDIR=$memdir timeout -s KILL "${UML_TIMEOUT:-600}" \
+		"$UML_KERNEL" mem="${UML_MEM:-512M}" \
+		root=/dev/root rootfstype=hostfs rw init="$dir/init.sh" \
+		con=null con0=null,fd:1 ssl=null "$@" \
+		</dev/null >"$dir/console.log" 2>&1 || st=$?
+	rm -rf "$memdir"
+	UML_SECONDS=$(awk -v a="$t0" -v b="$(date +%s.%N)" \
+		'BEGIN { printf "%.2f", b - a }')
+	if [ "$st" = 137 ] || [ "$st" = 124 ]; then
+		echo "FAIL: UML did not power off within ${UML_TIMEOUT:-600} s (killed)"
+		_uml_tail "$dir/output.log" 20
+		_uml_tail "$dir/console.log"
+		return 124
+	fi
+	if [ ! -s "$dir/status" ]; then
+		echo "FAIL: UML exited ($st) without the script's status"
+		_uml_tail "$dir/output.log" 20
+		_uml_tail "$dir/console.log"
+		return 125
+	fi
+	return "$(cat "$dir/status")"
+}
