@@ -1,7 +1,8 @@
 #!/bin/sh
-# The whole test suite: installs dependencies, builds iovm, the probe and the
-# guest image, checks the layering of src/ (tools/layers.py), runs the unit,
-# KVM and real-driver tests, the unit tests again
+# The whole test suite: installs dependencies, builds iovm, the probe, the
+# guest image and the User-Mode Linux kernel (cached after its first ~11 min
+# build), checks the layering of src/ (tools/layers.py), runs the unit, KVM,
+# real-driver and UML tests, the unit tests again
 # under ASan+UBSan, and every fuzz harness briefly. Exits non-zero on any
 # failure. KVM tests print SKIPPED (and count as skipped) without /dev/kvm.
 set -eu
@@ -21,7 +22,10 @@ python3 tools/layers.py
 step "guest image"
 ./tools/mkguest.sh build/guest
 
-step "unit, KVM and real-driver tests"
+step "UML kernel (tools/mkuml.sh)"
+./tools/mkuml.sh build/uml
+
+step "unit, KVM, real-driver and UML tests"
 meson test -C build --print-errorlogs --num-processes 2
 
 step "unit tests under ASan+UBSan (build-asan/)"

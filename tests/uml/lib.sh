@@ -22,7 +22,7 @@
 #                  UML's memory file is in a mktemp -d dir on /dev/shm (tmpfs,
 #                  shareable with vhost-user back-ends), removed afterwards.
 #                  UML_MEM (default 512M) sizes it; UML_TIMEOUT (default 600 s)
-#                  bounds the boot: on expiry the UML (its process group
+#                  bounds the boot: on expiry the UML (its own processes
 #                  only) is killed, the console's tail shown and 124 returned;
 #                  no status file (UML crashed, script killed) returns 125.
 #                  Sets UML_SECONDS: how long the UML ran (boot to power-off).
@@ -49,7 +49,7 @@ uml_require() {
 	# UML answers --version as a host program, before it boots.
 	"$UML_KERNEL" --version >/dev/null 2>&1 ||
 		uml_skip "$UML_KERNEL cannot run on this host"
-	command -v timeout >/dev/null || uml_skip "timeout (coreutils) missing"
+	command -v pgrep >/dev/null || uml_skip "pgrep (procps) missing"
 }
 
 # Tail of a log for a failure message.
@@ -59,8 +59,20 @@ _uml_tail() {
 	tail -n "${2:-40}" "$1"
 }
 
+# _uml_kill_group PID MARK: SIGKILLs what is left of the UML whose pid (and
+# process group) is PID: its own processes only, those whose command line
+# holds MARK (our init's path, which no other process has).
+_uml_kill_group() {
+	local p
+	for p in $(pgrep -g "$1" 2>/dev/null); do
+		tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qF "$2" &&
+			kill -KILL "$p" 2>/dev/null
+	done
+	return 0
+}
+
 uml_run() {
-	local dir script memdir st t0
+	local dir script memdir st t0 pid deadline timedout state
 	dir=$(cd "${1:?uml_run DIR SCRIPT [ARGS...]}" && pwd) || return 2
 	script=$(realpath "${2:?uml_run DIR SCRIPT [ARGS...]}") || return 2
 	shift 2
@@ -90,18 +102,32 @@ EOF
 		memdir=$(mktemp -d) || return 2
 	fi
 	t0=$(date +%s.%N)
-	# timeout runs UML in a process group of its own and, on expiry, kills
-	# that group: UML and the host processes of its userspace, nothing else.
-	st=0
-	TMPDIR=$memdir timeout -s KILL "${UML_TIMEOUT:-600}" \
-		"$UML_KERNEL" mem="${UML_MEM:-512M}" \
+	# uml_dir: UML's umid directory (its mconsole socket), else in ~/.uml.
+	# UML makes itself a session and process group leader (setsid) at
+	# start, so its pid names the group of its helpers and user processes.
+	TMPDIR=$memdir "$UML_KERNEL" mem="${UML_MEM:-512M}" \
 		root=/dev/root rootfstype=hostfs rw init="$dir/init.sh" \
-		con=null con0=null,fd:1 ssl=null "$@" \
-		</dev/null >"$dir/console.log" 2>&1 || st=$?
+		con=null con0=null,fd:1 ssl=null uml_dir="$memdir" "$@" \
+		</dev/null >"$dir/console.log" 2>&1 &
+	pid=$!
+	# Wait for it to end (a zombie counts as ended) or for the deadline.
+	deadline=$(($(date +%s) + ${UML_TIMEOUT:-600}))
+	timedout=0
+	while state=$(cut -d' ' -f3 "/proc/$pid/stat" 2>/dev/null) &&
+		[ "$state" != Z ]; do
+		if [ "$(date +%s)" -ge "$deadline" ]; then
+			timedout=1
+			break
+		fi
+		sleep 0.1
+	done
+	_uml_kill_group "$pid" "$dir/init.sh"
+	st=0
+	wait "$pid" || st=$?
 	rm -rf "$memdir"
 	UML_SECONDS=$(awk -v a="$t0" -v b="$(date +%s.%N)" \
 		'BEGIN { printf "%.2f", b - a }')
-	if [ "$st" = 137 ] || [ "$st" = 124 ]; then
+	if [ "$timedout" = 1 ]; then
 		echo "FAIL: UML did not power off within ${UML_TIMEOUT:-600} s (killed)"
 		_uml_tail "$dir/output.log" 20
 		_uml_tail "$dir/console.log"

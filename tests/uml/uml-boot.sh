@@ -17,7 +17,7 @@ cat >"$tmp/script.sh" <<EOS
 set -e
 uname -r >"$tmp/release"
 echo "$token" >"$tmp/written"
-grep -q '^/dev/root / hostfs ' /proc/mounts || { cat /proc/mounts; exit 10; }
+grep -q '^[^ ]* / hostfs ' /proc/mounts || { cat /proc/mounts; exit 10; }
 [ -c /dev/null ] || exit 11
 fio --version | grep -q '^fio-' || exit 12
 modprobe -d "\$UML_MODULES" virtio_blk || exit 13
