@@ -57,6 +57,8 @@ sha256sum <from-uml.tmp | cut -d' ' -f1 >from-uml.sha
 cp from-uml.tmp /tmp/m/from-uml
 rm from-uml.tmp
 umount /tmp/m
+# The HBA goes before UML's power-off (see uml-vpci-lsi.sh).
+modprobe -d "$UML_MODULES" -r virtio_scsi
 EOS
 
 vpci_start "$tmp" scsi --disk "path=$tmp/disk.img,if=virtio-scsi"
