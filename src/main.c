@@ -15,6 +15,7 @@ static const struct command commands[] = {
 	{ "9p-serve", cmd_9p_serve, "serve a host folder over 9P2000.L on a UNIX or TCP socket" },
 	{ "vhost-user-blk", cmd_vhost_user_blk, "serve a disk as virtio-blk to QEMU & co over vhost-user" },
 	{ "vhost-user-scsi", cmd_vhost_user_scsi, "serve disks on a virtio-scsi HBA to QEMU & co over vhost-user" },
+	{ "vhost-user-pci", cmd_vhost_user_pci, "serve a PCI function (virtio-pci, LSI) to User-Mode Linux over virtio-pcidev" },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -1,5 +1,6 @@
-/* Device creation from the VM configuration: the PCI bus, then one device
- * per --disk / --share. */
+/* Device creation from the configuration: one PCI function per --disk /
+ * --share (all if=virtio-scsi disks on one HBA, all if=lsi on another), on
+ * the bus of `iovm run`'s VM or of a virtio-pcidev session. */
 #include <errno.h>
 
 #include "cmd/devices.h"
@@ -14,7 +15,7 @@
 
 /* Puts a device model (NULL: its create failed, err says why) on the PCI
  * bus as a virtio-pci function. opt names the option for the error. */
-static int add_virtio(struct vm *vm, struct pci_bus *pci, struct virtio_dev *dev,
+static int add_virtio(struct pci_bus *pci, struct virtio_dev *dev,
 		      const char *opt, const char *err)
 {
 	int ret;
@@ -23,57 +24,53 @@ static int add_virtio(struct vm *vm, struct pci_bus *pci, struct virtio_dev *dev
 		pr_err("%s: %s", opt, err);
 		return -EINVAL;
 	}
-	ret = virtio_pci_create(vm, pci, dev);
+	ret = virtio_pci_create(pci, dev);
 	if (ret)
 		dev->ops->destroy(dev);
 	return ret;
 }
 
-static int add_virtio_blk(struct vm *vm, struct pci_bus *pci,
-			  const struct disk_cfg *d)
+static int add_virtio_blk(struct pci_bus *pci, const struct disk_cfg *d,
+			  unsigned int ncpus)
 {
 	char err[512];
 
-	return add_virtio(vm, pci, virtio_blk_create(d, vm_ncpus(vm), err, sizeof(err)),
+	return add_virtio(pci, virtio_blk_create(d, ncpus, err, sizeof(err)),
 			  "--disk", err);
 }
 
-static int add_virtio_9p(struct vm *vm, struct pci_bus *pci,
-			 const struct share_cfg *s)
+static int add_virtio_9p(struct pci_bus *pci, const struct share_cfg *s)
 {
 	char err[512];
 
-	return add_virtio(vm, pci, virtio_9p_create(s, err, sizeof(err)), "--share", err);
+	return add_virtio(pci, virtio_9p_create(s, err, sizeof(err)), "--share", err);
 }
 
 /* All if=virtio-scsi disks go on one HBA, as targets/LUNs of it. */
-static int add_virtio_scsi(struct vm *vm, struct pci_bus *pci,
-			   const struct disk_cfg *const *disks, unsigned int n)
+static int add_virtio_scsi(struct pci_bus *pci, const struct disk_cfg *const *disks,
+			   unsigned int n, unsigned int ncpus)
 {
 	char err[512];
 
-	return add_virtio(vm, pci, virtio_scsi_create(disks, n, vm_ncpus(vm), err,
+	return add_virtio(pci, virtio_scsi_create(disks, n, ncpus, err,
 						      sizeof(err)),
 			  "--disk", err);
 }
 
-int devices_create(struct vm *vm, const struct vm_config *cfg)
+int devices_add(struct pci_bus *pci, const struct vm_config *cfg, unsigned int ncpus)
 {
 	const struct disk_cfg *vscsi_disks[CONFIG_MAX_DISKS];
 	unsigned int nvscsi = 0;
-	struct pci_bus *pci = pci_bus_create(vm);
 	const struct disk_cfg *lsi_disks[CONFIG_MAX_DISKS];
 	unsigned int nlsi = 0;
 	int ret;
 
-	if (!pci)
-		return -ENOMEM;
 	for (unsigned int i = 0; i < cfg->ndisks; i++) {
 		const struct disk_cfg *d = &cfg->disks[i];
 
 		switch (d->iface) {
 		case DISK_IF_VIRTIO_BLK:
-			ret = add_virtio_blk(vm, pci, d);
+			ret = add_virtio_blk(pci, d, ncpus);
 			break;
 		case DISK_IF_VIRTIO_SCSI:
 			vscsi_disks[nvscsi++] = d;	/* one HBA for all */
@@ -93,19 +90,48 @@ int devices_create(struct vm *vm, const struct vm_config *cfg)
 			return ret;
 	}
 	if (nvscsi) {
-		ret = add_virtio_scsi(vm, pci, vscsi_disks, nvscsi);
+		ret = add_virtio_scsi(pci, vscsi_disks, nvscsi, ncpus);
 		if (ret)
 			return ret;
 	}
 	if (nlsi) {
-		ret = lsi_pci_create(vm, pci, lsi_disks, nlsi);
+		ret = lsi_pci_create(pci, lsi_disks, nlsi);
 		if (ret)
 			return ret;
 	}
 	for (unsigned int i = 0; i < cfg->nshares; i++) {
-		ret = add_virtio_9p(vm, pci, &cfg->shares[i]);
+		ret = add_virtio_9p(pci, &cfg->shares[i]);
 		if (ret)
 			return ret;
 	}
 	return 0;
+}
+
+unsigned int devices_count(const struct vm_config *cfg)
+{
+	bool vscsi = false, lsi = false;
+	unsigned int n = cfg->nshares;
+
+	for (unsigned int i = 0; i < cfg->ndisks; i++) {
+		switch (cfg->disks[i].iface) {
+		case DISK_IF_VIRTIO_SCSI:
+			vscsi = true;
+			break;
+		case DISK_IF_LSI:
+			lsi = true;
+			break;
+		default:
+			n++;
+		}
+	}
+	return n + vscsi + lsi;
+}
+
+int devices_create(struct vm *vm, const struct vm_config *cfg)
+{
+	struct pci_bus *pci = pci_bus_create(vm);
+
+	if (!pci)
+		return -ENOMEM;
+	return devices_add(pci, cfg, vm_ncpus(vm));
 }

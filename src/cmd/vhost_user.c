@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cmd/commands.h"
+#include "cmd/vhost_opts.h"
 #include "config.h"
 #include "lib/log.h"
 #include "vhost/server.h"
@@ -118,9 +119,7 @@ struct vhu_cmd {
 	const char *help;
 	enum disk_if iface;
 	unsigned int max_disks;
-	const char *socket;
-	int fd;			/* --fd, or -1 */
-	bool once;
+	struct vhost_opts o;
 	bool read_only;		/* --read-only */
 	uint64_t test_stop_after;	/* --test-stop-after; 0: off */
 	struct disk_cfg disks[CONFIG_MAX_DISKS];
@@ -205,15 +204,9 @@ static int parse_args(struct vhu_cmd *c, int argc, char **argv)
 	opterr = 0;	/* our own one-line messages below */
 	while ((opt = getopt_long(argc, argv, ":vqh", longopts, NULL)) != -1) {
 		switch (opt) {
-		case 's':
-			c->socket = optarg;
-			break;
 		case 'd':
 			if (parse_disk(c, optarg))
 				return -1;
-			break;
-		case 'o':
-			c->once = true;
 			break;
 		case 't': {
 			char *end;
@@ -227,18 +220,6 @@ static int parse_args(struct vhu_cmd *c, int argc, char **argv)
 				return -1;
 			}
 			c->test_stop_after = v;
-			break;
-		}
-		case 'f': {
-			char *end;
-			long v = strtol(optarg, &end, 10);
-
-			if (*end || v < 0 || v > INT_MAX || fcntl(v, F_GETFD) < 0) {
-				fprintf(stderr, "iovm: %s: --fd %s is not an open file descriptor\n",
-					c->name, optarg);
-				return -1;
-			}
-			c->fd = v;
 			break;
 		}
 		case 'c':
@@ -274,36 +255,20 @@ static int parse_args(struct vhu_cmd *c, int argc, char **argv)
 			}
 			c->read_only = true;
 			break;
-		case 'v':
-			log_threshold = LOG_DEBUG;
-			break;
-		case 'q':
-			log_threshold = LOG_ERR;
-			break;
 		case 'h':
 			fputs(c->help, stdout);
 			return 1;
-		case ':':
-			fprintf(stderr, "iovm: %s: option '%s' needs a value (see --help)\n",
-				c->name, argv[optind - 1]);
-			return -1;
 		default:
-			fprintf(stderr, "iovm: %s: unknown option '%s' (see --help)\n", c->name,
-				argv[optind - 1]);
-			return -1;
+			if (vhost_opt(&c->o, c->name, opt, optarg, argv))
+				return -1;
+			break;
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "iovm: %s: unexpected argument '%s'\n", c->name, argv[optind]);
+	if (vhost_opts_check(&c->o, c->name, argc, argv))
 		return -1;
-	}
-	if ((!c->socket && c->fd < 0) || !c->ndisks) {
+	if ((!c->o.socket && c->o.fd < 0) || !c->ndisks) {
 		fprintf(stderr, "iovm: %s needs --socket PATH (or --fd N) and --disk path=FILE (see --help)\n",
 			c->name);
-		return -1;
-	}
-	if (c->socket && c->fd >= 0) {
-		fprintf(stderr, "iovm: %s: --socket and --fd exclude each other\n", c->name);
 		return -1;
 	}
 	if (c->read_only)
@@ -334,7 +299,7 @@ static int serve(struct vhu_cmd *c, struct virtio_dev *dev)
 		pr_info("%s: --test-stop-after %" PRIu64 ": a test run, requests "
 			"will be left in flight", c->name, c->test_stop_after);
 	vhu_server_set_test_stop_after(s, c->test_stop_after);
-	status = vhu_server_run(s, c->socket, c->fd, c->once);
+	status = vhu_server_run(s, c->o.socket, c->o.fd, c->o.once);
 	vhu_server_free(s);
 	/* Queues stopped, the disks are flushed: once, as the device flushes
 	 * only what ran since its last flush (the last client's departure
@@ -387,7 +352,7 @@ int cmd_vhost_user_blk(int argc, char **argv)
 		.help = blk_help,
 		.iface = DISK_IF_VIRTIO_BLK,
 		.max_disks = 1,
-		.fd = -1,
+		.o.fd = -1,
 	};
 
 	return run(&c, argc, argv);
@@ -400,7 +365,7 @@ int cmd_vhost_user_scsi(int argc, char **argv)
 		.help = scsi_help,
 		.iface = DISK_IF_VIRTIO_SCSI,
 		.max_disks = CONFIG_MAX_DISKS,
-		.fd = -1,
+		.o.fd = -1,
 	};
 
 	return run(&c, argc, argv);

@@ -1,6 +1,8 @@
-/* PCI bus 0 with configuration mechanism #1, BAR placement and moves,
- * MSI-X through KVM MSI routes and irqfds, INTx through a level-triggered
- * irqfd whose resample notifications are watched by one small thread. */
+/* PCI bus 0: config space, capabilities, BAR decode and moves, the MSI-X
+ * table with masking, INTx with resample, all over a host (struct
+ * pci_host_ops) that carries accesses and interrupts. The KVM host is here
+ * too: mechanism #1 ports, BARs on the VM's exit buses, MSI routes and
+ * irqfds; INTx resample notifications are watched by one small thread. */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -81,7 +83,9 @@ struct pci_dev {
 };
 
 struct pci_bus {
-	struct vm *vm;
+	const struct pci_host_ops *host;
+	void *hopaque;
+	const struct gmem *mem;
 	uint32_t addr;			/* 0xCF8 */
 	struct pci_dev *dev[PCI_MAX_SLOTS];
 	struct pci_dev bridge;
@@ -120,31 +124,49 @@ static void dev_init(struct pci_dev *pd, struct pci_bus *bus, unsigned int slot,
 static void pio_cf8(void *opaque, uint64_t off, void *data, unsigned int len,
 		    bool is_write);
 
-struct pci_bus *pci_bus_create(struct vm *vm)
+struct pci_bus *pci_bus_create_host(const struct pci_host_ops *ops, void *host,
+				    const struct gmem *mem)
 {
 	struct pci_bus *bus = calloc(1, sizeof(*bus));
-	const struct pci_dev_info host = { .vendor = 0x1b36, .device = 0x0008,
-					   .class_code = 0x060000 };
-	int ret;
+	const struct pci_dev_info bridge = { .vendor = 0x1b36, .device = 0x0008,
+					     .class_code = 0x060000 };
 
 	if (!bus)
 		return NULL;
-	bus->vm = vm;
+	bus->host = ops;
+	bus->hopaque = host;
+	bus->mem = mem;
 	bus->epoll_fd = bus->stop_fd = -1;
 	pthread_mutex_init(&bus->lock, NULL);
 	pthread_mutex_init(&bus->intx_lock, NULL);
-	dev_init(&bus->bridge, bus, 0, &host);
+	dev_init(&bus->bridge, bus, 0, &bridge);
 	bus->dev[0] = &bus->bridge;
-	if (vm) {
-		ret = bus_register(vm_pio_bus(vm), 0xcf8, 8, pio_cf8, bus);
-		if (ret) {
-			pr_err("PCI: cannot claim ports 0xcf8-0xcff: %s",
-			       strerror(-ret));
-			free(bus);
-			return NULL;
-		}
-	}
 	return bus;
+}
+
+const struct gmem *pci_bus_gmem(const struct pci_bus *bus)
+{
+	return bus->mem;
+}
+
+struct pci_dev *pci_bus_dev(struct pci_bus *bus, unsigned int slot)
+{
+	return slot && slot < PCI_MAX_SLOTS ? bus->dev[slot] : NULL;
+}
+
+int pci_bus_add_shutdown_hook(struct pci_bus *bus, void (*fn)(void *opaque),
+			      void *opaque)
+{
+	return bus->host->add_shutdown_hook(bus->hopaque, fn, opaque);
+}
+
+int pci_ioeventfd(struct pci_dev *pd, uint64_t addr, unsigned int len, int fd,
+		  bool assign)
+{
+	const struct pci_host_ops *h = pd->bus->host;
+
+	return h->ioeventfd ? h->ioeventfd(pd->bus->hopaque, addr, len, fd, assign)
+			    : -EOPNOTSUPP;
 }
 
 void pci_bus_destroy(struct pci_bus *bus)
@@ -219,46 +241,40 @@ uint8_t *pci_cfg_wmask(struct pci_dev *pd)
 
 /* --- BARs -------------------------------------------------------------- */
 
-static struct bus *bar_bus(struct pci_dev *pd, unsigned int i)
-{
-	struct vm *vm = pd->bus->vm;
-
-	return pd->bar[i].pio ? vm_pio_bus(vm) : vm_mmio_bus(vm);
-}
-
 static bool bar_should_map(struct pci_dev *pd, unsigned int i)
 {
 	const struct pci_bar *b = &pd->bar[i];
 	uint16_t cmd = le_get16(pd->cfg + PCI_COMMAND);
 
-	if (!b->size || !b->addr)
+	/* On an address-decoding host, address 0 is "not placed". */
+	if (!b->size || (!b->addr && pd->bus->host->bar_map))
 		return false;
-	if (b->pio)
-		return (cmd & PCI_CMD_IO) && b->addr + b->size <= 0x10000;
-	/* Only the PCI hole: never let a BAR shadow RAM or the APICs. */
-	return (cmd & PCI_CMD_MEM) && b->addr >= VM_PCI_HOLE_START &&
-	       b->addr + b->size <= VM_PCI_HOLE_END;
+	return cmd & (b->pio ? PCI_CMD_IO : PCI_CMD_MEM);
 }
 
-/* Brings the bus registration of BAR i in line with its address and the
- * command register. Called with bus->lock held. */
+/* Brings the decode state of BAR i (and the host's registration of it) in
+ * line with its address and the command register. Called with bus->lock
+ * held. */
 static void bar_update(struct pci_dev *pd, unsigned int i, uint64_t old_addr)
 {
+	const struct pci_host_ops *h = pd->bus->host;
 	struct pci_bar *b = &pd->bar[i];
 	bool want = bar_should_map(pd, i);
 	int ret;
 
-	if (!pd->bus->vm)
-		return;
 	if (b->mapped && (!want || old_addr != b->addr)) {
 		if (pd->ops && pd->ops->bar_mapped)
 			pd->ops->bar_mapped(pd, i, old_addr, false);
-		bus_unregister(bar_bus(pd, i), old_addr);
+		if (h->bar_map)
+			h->bar_map(pd->bus->hopaque, old_addr, b->size, b->pio,
+				   NULL, NULL, false);
 		b->mapped = false;
 	}
 	if (want && !b->mapped) {
-		ret = bus_register(bar_bus(pd, i), b->addr, b->size, b->fn,
-				   b->opaque);
+		ret = h->bar_map ? h->bar_map(pd->bus->hopaque, b->addr, b->size,
+					      b->pio, b->fn, b->opaque, true) : 0;
+		if (ret == -ERANGE)
+			return;	/* outside the host's window: does not decode */
 		if (ret) {
 			pr_guest("PCI %02x: BAR%u at %#llx overlaps another range",
 				 pd->slot, i, (unsigned long long)b->addr);
@@ -268,6 +284,28 @@ static void bar_update(struct pci_dev *pd, unsigned int i, uint64_t old_addr)
 		if (pd->ops && pd->ops->bar_mapped)
 			pd->ops->bar_mapped(pd, i, b->addr, true);
 	}
+}
+
+int pci_bar_access(struct pci_dev *pd, unsigned int bar, uint64_t off,
+		   void *data, unsigned int len, bool is_write)
+{
+	const struct pci_bar *b;
+
+	if (bar >= PCI_NUM_BARS || !len || len > 8)
+		return -EINVAL;
+	b = &pd->bar[bar];
+	/* A BAR that does not decode answers nothing: a master abort. */
+	if (!b->size || !__atomic_load_n(&b->mapped, __ATOMIC_ACQUIRE))
+		return -ENXIO;
+	if (off >= b->size || len > b->size - off)
+		return -ERANGE;
+	b->fn(b->opaque, off, data, len, is_write);
+	return 0;
+}
+
+uint64_t pci_bar_size(const struct pci_dev *pd, unsigned int bar)
+{
+	return bar < PCI_NUM_BARS ? pd->bar[bar].size : 0;
 }
 
 int pci_bar_add(struct pci_dev *pd, unsigned int bar, uint64_t size, bool pio,
@@ -280,11 +318,14 @@ int pci_bar_add(struct pci_dev *pd, unsigned int bar, uint64_t size, bool pio,
 		return -EINVAL;
 	if (pio ? size < 4 || size > 256 : size < 4096 || size > (1u << 30))
 		return -EINVAL;
-	if (pd->bus->vm) {
-		addr = pio ? vm_pci_pio_alloc(pd->bus->vm, size) :
-			     vm_pci_mmio_alloc(pd->bus->vm, size);
+	/* A host with an address space places the BAR as firmware would
+	 * (and enables its decoding); elsewhere the driver places it. */
+	if (pd->bus->host->bar_alloc) {
+		addr = pd->bus->host->bar_alloc(pd->bus->hopaque, size, pio);
 		if (!addr)
 			return -ENOSPC;
+		le_put16(pd->cfg + PCI_COMMAND, le_get16(pd->cfg + PCI_COMMAND) |
+			 (pio ? PCI_CMD_IO : PCI_CMD_MEM));
 	}
 	b = &pd->bar[bar];
 	b->size = size;
@@ -293,9 +334,6 @@ int pci_bar_add(struct pci_dev *pd, unsigned int bar, uint64_t size, bool pio,
 	b->fn = fn;
 	b->opaque = opaque;
 	le_put32(pd->cfg + PCI_BAR0 + 4 * bar, (uint32_t)addr | (pio ? 1 : 0));
-	/* Firmware would have enabled decoding for what it placed. */
-	le_put16(pd->cfg + PCI_COMMAND, le_get16(pd->cfg + PCI_COMMAND) |
-	      (pio ? PCI_CMD_IO : PCI_CMD_MEM));
 	pthread_mutex_lock(&pd->bus->lock);
 	bar_update(pd, bar, addr);
 	pthread_mutex_unlock(&pd->bus->lock);
@@ -409,20 +447,20 @@ static int wanted_gsi(struct pci_dev *pd, const struct binding *b, bool *resampl
 	if (le_get16(pd->cfg + PCI_COMMAND) & PCI_CMD_INTX_DISABLE)
 		return -1;
 	*resample = true;
-	return pci_intx_gsi(pd->slot);
+	return pd->bus->host->intx_route(pd->bus->hopaque, pd->slot);
 }
 
 static void binding_apply(struct pci_dev *pd, struct binding *b)
 {
-	struct vm *vm = pd->bus->vm;
+	const struct pci_host_ops *h = pd->bus->host;
 	bool resample;
 	int gsi = wanted_gsi(pd, b, &resample);
 	int ret;
 
 	if (gsi == b->gsi && resample == b->resample)
 		return;
-	if (b->gsi >= 0 && vm)
-		vm_irqfd(vm, b->gsi, b->fd, -1, false);
+	if (b->gsi >= 0)
+		h->irqfd(pd->bus->hopaque, b->gsi, b->fd, -1, false);
 	b->gsi = -1;
 	if (gsi < 0)
 		return;
@@ -430,7 +468,8 @@ static void binding_apply(struct pci_dev *pd, struct binding *b)
 		return;
 	/* Assigning an eventfd that already counts injects at once: that
 	 * is how a latched (pending) interrupt is delivered on unmask. */
-	ret = vm ? vm_irqfd(vm, gsi, b->fd, resample ? pd->resample_fd : -1, true) : 0;
+	ret = h->irqfd(pd->bus->hopaque, gsi, b->fd, resample ? pd->resample_fd : -1,
+		       true);
 	if (ret) {
 		pr_err("PCI %02x: irqfd on gsi %d: %s", pd->slot, gsi, strerror(-ret));
 		return;
@@ -477,8 +516,8 @@ void pci_irq_unbind(struct pci_dev *pd, int fd)
 
 		if (b->fd != fd)
 			continue;
-		if (b->gsi >= 0 && pd->bus->vm)
-			vm_irqfd(pd->bus->vm, b->gsi, b->fd, -1, false);
+		if (b->gsi >= 0)
+			pd->bus->host->irqfd(pd->bus->hopaque, b->gsi, b->fd, -1, false);
 		*b = pd->bind[--pd->nbind];
 		break;
 	}
@@ -564,10 +603,10 @@ static void vec_route(struct pci_dev *pd, unsigned int v)
 {
 	struct msix_vec *m = &pd->vec[v];
 
-	if (!pd->bus->vm || m->gsi < 0)
+	if (m->gsi < 0)
 		return;
-	vm_msi_route_set(pd->bus->vm, m->gsi,
-			 ((uint64_t)m->addr_hi << 32) | m->addr_lo, m->data);
+	pd->bus->host->msi_set(pd->bus->hopaque, m->gsi,
+			       ((uint64_t)m->addr_hi << 32) | m->addr_lo, m->data);
 }
 
 static void msix_bar_io(void *opaque, uint64_t off, void *data,
@@ -653,8 +692,8 @@ int pci_msix_init(struct pci_dev *pd, unsigned int nvec, unsigned int bar)
 		;
 	for (unsigned int v = 0; v < nvec; v++) {
 		pd->vec[v].ctrl = MSIX_VEC_MASKED;
-		pd->vec[v].gsi = pd->bus->vm ? vm_msi_route_alloc(pd->bus->vm) : -1;
-		if (pd->bus->vm && pd->vec[v].gsi < 0)
+		pd->vec[v].gsi = pd->bus->host->msi_alloc(pd->bus->hopaque);
+		if (pd->vec[v].gsi < 0)
 			return -ENOSPC;
 	}
 	le_put16(cap + 2, nvec - 1);
@@ -760,4 +799,84 @@ static void pio_cf8(void *opaque, uint64_t off, void *data, unsigned int len,
 	}
 	pci_cfg_access(bus, (a >> 11) & 31, (a & 0xfc) + (off - 4), data, len,
 		       is_write);
+}
+
+/* --- the KVM host: iovm run's VM ---------------------------------------- */
+
+static int kvm_msi_alloc(void *host)
+{
+	return vm_msi_route_alloc(host);
+}
+
+static int kvm_msi_set(void *host, unsigned int route, uint64_t addr, uint32_t data)
+{
+	return vm_msi_route_set(host, route, addr, data);
+}
+
+static int kvm_intx_route(void *host, unsigned int slot)
+{
+	return pci_intx_gsi(slot);
+}
+
+static int kvm_irqfd(void *host, unsigned int route, int fd, int resample_fd,
+		     bool assign)
+{
+	return vm_irqfd(host, route, fd, resample_fd, assign);
+}
+
+static int kvm_ioeventfd(void *host, uint64_t addr, unsigned int len, int fd,
+			 bool assign)
+{
+	return vm_ioeventfd(host, addr, len, false, -1, fd, assign);
+}
+
+static int kvm_add_shutdown_hook(void *host, void (*fn)(void *opaque), void *opaque)
+{
+	return vm_add_shutdown_hook(host, fn, opaque);
+}
+
+static uint64_t kvm_bar_alloc(void *host, uint64_t size, bool pio)
+{
+	return pio ? vm_pci_pio_alloc(host, size) : vm_pci_mmio_alloc(host, size);
+}
+
+static int kvm_bar_map(void *host, uint64_t addr, uint64_t size, bool pio,
+		       bus_io_fn fn, void *opaque, bool map)
+{
+	struct bus *b = pio ? vm_pio_bus(host) : vm_mmio_bus(host);
+
+	if (!map)
+		return bus_unregister(b, addr);
+	/* Only the PCI hole: never let a BAR shadow RAM or the APICs. */
+	if (pio ? addr + size > 0x10000 :
+		  addr < VM_PCI_HOLE_START || addr + size > VM_PCI_HOLE_END)
+		return -ERANGE;
+	return bus_register(b, addr, size, fn, opaque);
+}
+
+static const struct pci_host_ops kvm_host_ops = {
+	.msi_alloc = kvm_msi_alloc,
+	.msi_set = kvm_msi_set,
+	.intx_route = kvm_intx_route,
+	.irqfd = kvm_irqfd,
+	.ioeventfd = kvm_ioeventfd,
+	.add_shutdown_hook = kvm_add_shutdown_hook,
+	.bar_alloc = kvm_bar_alloc,
+	.bar_map = kvm_bar_map,
+};
+
+struct pci_bus *pci_bus_create(struct vm *vm)
+{
+	struct pci_bus *bus = pci_bus_create_host(&kvm_host_ops, vm, vm_gmem(vm));
+	int ret;
+
+	if (!bus)
+		return NULL;
+	ret = bus_register(vm_pio_bus(vm), 0xcf8, 8, pio_cf8, bus);
+	if (ret) {
+		pr_err("PCI: cannot claim ports 0xcf8-0xcff: %s", strerror(-ret));
+		free(bus);
+		return NULL;
+	}
+	return bus;
 }

@@ -259,3 +259,9 @@ unsigned int lsi_cmds_active(const struct lsi *s)
 {
 	return s->active;
 }
+
+void lsi_cmds_peak(const struct lsi *s, unsigned int *reads, unsigned int *writes)
+{
+	*reads = s->peak_rw[0];
+	*writes = s->peak_rw[1];
+}

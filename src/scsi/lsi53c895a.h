@@ -66,6 +66,12 @@ bool lsi_irq_pending(struct lsi *s);
  * bus), and backend requests in flight. */
 unsigned int lsi_cmds_active(const struct lsi *s);
 
+/* The most direct READ and WRITE commands that were in flight at once
+ * (accepted, not yet finished) since lsi_create: how deep the driver's
+ * tagged queueing really went. Read after lsi_destroy's drain or from the
+ * HBA thread. */
+void lsi_cmds_peak(const struct lsi *s, unsigned int *reads, unsigned int *writes);
+
 /* Host memory one command can hold, whatever its transfer length: the
  * per-command state including its iovec array. Data never passes through
  * a host buffer except for the small parameter data of non-READ/WRITE

@@ -68,6 +68,8 @@ static void cmd_free(struct lsi *s, struct lsi_cmd *c)
 	c->next = s->free_cmds;
 	s->free_cmds = c;
 	s->active--;
+	if (c->rw_counted)
+		s->active_rw[c->dir == SCSI_DIR_TO_DEV]--;
 }
 
 static struct lsi_cmd *cmd_alloc(struct lsi *s)
@@ -81,7 +83,7 @@ static struct lsi_cmd *cmd_alloc(struct lsi *s)
 	c->in_use = true;
 	c->direct = c->began = c->ended = c->seg_busy = false;
 	c->submitted = c->done = c->queued = c->aborted = false;
-	c->own_status = c->seg_failed = false;
+	c->own_status = c->seg_failed = c->rw_counted = false;
 	c->pos = c->seg_pos = c->xfer = 0;
 	c->niov = 0;
 	c->param = -1;
@@ -391,6 +393,13 @@ static void cmd_start(struct lsi *s)
 	c->xfer = info.dir == SCSI_DIR_NONE ? 0 : info.xfer;
 	c->direct = info.direct;
 
+	if (c->direct && c->dir != SCSI_DIR_NONE) {
+		unsigned int w = c->dir == SCSI_DIR_TO_DEV;
+
+		c->rw_counted = true;
+		if (++s->active_rw[w] > s->peak_rw[w])
+			s->peak_rw[w] = s->active_rw[w];
+	}
 	if (c->direct) {
 		if (scsi_disk_begin(t->disk, &c->req) == 1) {
 			/* done() ran: CHECK CONDITION, no data phase */

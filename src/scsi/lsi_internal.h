@@ -46,6 +46,7 @@ struct lsi_cmd {
 	bool aborted;		/* bus reset or abort: never reselects */
 	bool own_status;	/* HBA-made status (no scsi_req done) */
 	bool seg_failed;	/* a segment could not even be queued */
+	bool rw_counted;	/* in active_rw[] (a direct READ or WRITE) */
 	enum scsi_dir dir;	/* data direction, recorded at CDB decode */
 	uint32_t xfer;		/* bytes of the data phase */
 	uint32_t pos;		/* data phase bytes moved (or gathered) */
@@ -131,6 +132,9 @@ struct lsi {
 	struct lsi_cmd *free_cmds;
 	struct lsi_cmd *resel_head, **resel_tail;
 	unsigned int active;
+	/* Direct READs [0] and WRITEs [1] accepted and not yet finished, and
+	 * the most there were at once (lsi_cmds_peak). */
+	unsigned int active_rw[2], peak_rw[2];
 	uint8_t *param_mem;	/* LSI_PARAM_BUFS * SCSI_PARAM_MAX */
 	uint32_t param_free;	/* bitmap */
 	struct blk_queue *q;

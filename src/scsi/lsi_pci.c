@@ -1,4 +1,5 @@
-/* The LSI 53C895A as a PCI function in `iovm run`: vendor 0x1000 device
+/* The LSI 53C895A as a PCI function (in `iovm run` or over virtio-pcidev
+ * for UML): vendor 0x1000 device
  * 0x0012, BAR0 registers in I/O space, BAR1 the same registers in memory
  * space, BAR2 the 8 KiB SCRIPTS RAM, INTA#. One HBA carries every
  * --disk ...,if=lsi, each a target (LUN 0) at its target= ID. */
@@ -13,7 +14,6 @@
 #include "scsi/lsi_pci.h"
 #include "scsi/lsi53c895a.h"
 #include "scsi/lsi_regs.h"
-#include "vm/vm.h"
 
 /* PCI memory BARs are at least a page: the 1 KiB register window repeats
  * in it, as the 256 registers repeat in the chip's own window. */
@@ -80,11 +80,18 @@ static const struct pci_dev_ops lsi_pci_ops = {
 static void lsi_pci_shutdown(void *opaque)
 {
 	struct lsi_pci *lp = opaque;
+	unsigned int rd, wr;
 
 	/* The PCI bus's INTx resample thread outlives the VM's devices: stop
 	 * it asking this HBA (and wait for a call in progress) before the HBA
 	 * is freed. */
 	pci_irq_unbind(lp->pd, lp->irq_fd);
+	/* The queue depth the driver really used, for the operator and the
+	 * tests that check tagged queueing. */
+	lsi_cmds_peak(lp->hba, &rd, &wr);
+	if (rd || wr)
+		pr_info("lsi: at most %u READ and %u WRITE commands were in flight at once",
+			rd, wr);
 	/* Drains the HBA's in-flight I/O; then what the guest wrote goes to
 	 * stable storage before the disks close. */
 	lsi_destroy(lp->hba);
@@ -142,7 +149,7 @@ static int pick_targets(const struct disk_cfg *const *disks, unsigned int n,
 	return 0;
 }
 
-int lsi_pci_create(struct vm *vm, struct pci_bus *bus,
+int lsi_pci_create(struct pci_bus *bus,
 		   const struct disk_cfg *const *disks, unsigned int n)
 {
 	const struct pci_dev_info info = {
@@ -169,7 +176,7 @@ int lsi_pci_create(struct vm *vm, struct pci_bus *bus,
 	if (!lp)
 		return -ENOMEM;
 	lp->irq_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	p.mem = vm_gmem(vm);
+	p.mem = pci_bus_gmem(bus);
 	p.set_irq = set_irq;
 	p.irq_opaque = lp;
 	p.threaded = true;
@@ -217,7 +224,7 @@ int lsi_pci_create(struct vm *vm, struct pci_bus *bus,
 		pr_err("lsi: PCI setup: %s", strerror(-ret));
 		return ret;
 	}
-	return vm_add_shutdown_hook(vm, lsi_pci_shutdown, lp);
+	return pci_bus_add_shutdown_hook(bus, lsi_pci_shutdown, lp);
 fail:
 	lsi_destroy(lp->hba);
 	for (unsigned int i = 0; i < lp->nbe; i++)

@@ -4,12 +4,11 @@
 
 #include "config.h"
 
-struct vm;
 struct pci_bus;
 
 /* One HBA with the n disks as targets (target= or the lowest free IDs).
  * Prints a one-line error and returns -errno on failure. */
-int lsi_pci_create(struct vm *vm, struct pci_bus *bus,
+int lsi_pci_create(struct pci_bus *bus,
 		   const struct disk_cfg *const *disks, unsigned int n);
 
 #endif

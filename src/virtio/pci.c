@@ -1,7 +1,8 @@
-/* virtio-pci modern transport. Register accesses arrive on vCPU threads;
- * queue kicks never do (KVM ioeventfds signal the queue's eventfd, which the
- * device's I/O thread waits on), and interrupts leave through eventfds that
- * pci.c binds as irqfds. */
+/* virtio-pci modern transport. Register accesses arrive on vCPU threads
+ * (or the virtio-pcidev thread for UML); queue kicks never do where the
+ * host has ioeventfds (KVM signals the queue's eventfd, which the device's
+ * I/O thread waits on), and interrupts leave through eventfds that pci.c
+ * binds to the host's routes (irqfds under KVM). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -13,7 +14,6 @@
 #include "lib/log.h"
 #include "virtio/pci.h"
 #include "virtio/ring.h"
-#include "vm/vm.h"
 
 #define VPCI_MAX_QUEUES 65
 
@@ -30,7 +30,6 @@ struct vpci_queue {
 
 struct vpci {
 	struct virtio_dev *dev;
-	struct vm *vm;
 	struct pci_dev *pd;
 	pthread_mutex_t lock;		/* common config: several vCPUs */
 	uint32_t dfselect, gfselect;
@@ -86,11 +85,11 @@ static bool intx_pending(struct pci_dev *pd)
 static void notify_register(struct vpci *v, bool assign)
 {
 	for (unsigned int i = 0; i < v->nq; i++) {
-		int ret = vm_ioeventfd(v->vm, v->notify_base + VPCI_NOTIFY_MULT * i,
-				       2, false, -1, v->q[i].kick_fd, assign);
+		int ret = pci_ioeventfd(v->pd, v->notify_base + VPCI_NOTIFY_MULT * i,
+					2, v->q[i].kick_fd, assign);
 
 		/* Without it kicks still work, through the BAR handler. */
-		if (ret && assign)
+		if (ret && assign && ret != -EOPNOTSUPP)
 			pr_warn("virtio-pci: ioeventfd for queue %u: %s", i,
 				strerror(-ret));
 	}
@@ -524,7 +523,7 @@ static int fail(struct virtio_dev *dev, const char *what, int ret)
 	return ret;
 }
 
-int virtio_pci_create(struct vm *vm, struct pci_bus *bus, struct virtio_dev *dev)
+int virtio_pci_create(struct pci_bus *bus, struct virtio_dev *dev)
 {
 	struct pci_dev_info info = {
 		.vendor = VIRTIO_PCI_VENDOR,
@@ -548,10 +547,9 @@ int virtio_pci_create(struct vm *vm, struct pci_bus *bus, struct virtio_dev *dev
 	if (!v)
 		return fail(dev, "virtio-pci", -ENOMEM);
 	v->dev = dev;
-	v->vm = vm;
 	v->nq = dev->num_queues;
 	pthread_mutex_init(&v->lock, NULL);
-	dev->mem = vm_gmem(vm);
+	dev->mem = pci_bus_gmem(bus);
 	dev->transport.needs_reset = t_needs_reset;
 	dev->transport.config_changed = t_config_changed;
 	dev->transport.opaque = v;
@@ -590,7 +588,7 @@ int virtio_pci_create(struct vm *vm, struct pci_bus *bus, struct virtio_dev *dev
 	pci_irq_bind(v->pd, v->config_fd, PCI_NO_VECTOR);
 	for (unsigned int i = 0; i < v->nq; i++)
 		queue_defaults(v, &v->q[i]);
-	ret = vm_add_shutdown_hook(vm, vpci_shutdown, v);
+	ret = pci_bus_add_shutdown_hook(bus, vpci_shutdown, v);
 	if (ret)
 		return fail(dev, "shutdown hook", ret);
 	return 0;

@@ -6,7 +6,6 @@
 
 #include "virtio/virtio.h"
 
-struct vm;
 struct pci_bus;
 
 #define VIRTIO_PCI_VENDOR 0x1af4
@@ -49,8 +48,9 @@ struct pci_bus;
 #define VPCI_COMMON_LEN 0x38
 
 /* Puts dev on the bus (next free slot). The transport owns dev from here:
- * on VM shutdown it drains the queues, flushes and destroys the device.
+ * at the bus's shutdown (the VM's, or the end of a virtio-pcidev session)
+ * it drains the queues, flushes and destroys the device.
  * Prints a clear error and returns -errno on failure. */
-int virtio_pci_create(struct vm *vm, struct pci_bus *bus, struct virtio_dev *dev);
+int virtio_pci_create(struct pci_bus *bus, struct virtio_dev *dev);
 
 #endif

@@ -71,7 +71,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	bus = pci_bus_create((struct vm *)&fake);
 	cfg.path = path;
 	dev = virtio_blk_create(&cfg, 2, err, sizeof(err));
-	if (!bus || !dev || virtio_pci_create((struct vm *)&fake, bus, dev))
+	if (!bus || !dev || virtio_pci_create(bus, dev))
 		abort();
 	/* Where the BARs start; the input may move them, so look them up
 	 * again each time. */

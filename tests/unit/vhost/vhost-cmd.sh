@@ -4,7 +4,8 @@
 # and serves the next one, exits 0 on SIGTERM (removing its socket), and
 # exits by itself after one client with --once; the vhost-user back-end
 # conventions (--print-capabilities, --fd, --blk-file, --read-only); a bad
-# --test-stop-after count refused.
+# --test-stop-after count refused. `iovm vhost-user-pci`: one function per
+# socket, a missing disk refused before it listens, a client served, SIGTERM.
 # Usage: vhost-cmd.sh IOVM
 set -eu
 
@@ -126,4 +127,34 @@ for bad in 0 -1 x 5x ""; do
 	grep -q "test-stop-after wants a request count" "$work/err" ||
 		die "--test-stop-after '$bad': unclear error: $(cat "$work/err")"
 done
+
+# vhost-user-pci: options that make two functions, or none, are refused; a
+# disk that cannot be opened is an error before it listens.
+for args in "--disk path=$work/disk.img --disk path=$work/disk.img" \
+	"--disk path=$work/disk.img,if=lsi --disk path=$work/disk.img" ""; do
+	# shellcheck disable=SC2086
+	if "$iovm" vhost-user-pci --socket "$sock" $args 2>"$work/err"; then
+		die "vhost-user-pci $args accepted"
+	fi
+	grep -q "one PCI function per socket" "$work/err" ||
+		die "vhost-user-pci $args: unclear error: $(cat "$work/err")"
+done
+if "$iovm" vhost-user-pci --socket "$sock" --disk "path=$work/none.img" 2>"$work/err"; then
+	die "vhost-user-pci served a missing disk"
+fi
+grep -q "none.img" "$work/err" || die "vhost-user-pci: unclear error: $(cat "$work/err")"
+[ ! -e "$sock" ] || die "vhost-user-pci listened with a missing disk"
+# A client is served (virtio-pcidev offers VERSION_1 and protocol
+# features), SIGTERM ends it with status 0 and no socket left.
+"$iovm" vhost-user-pci --socket "$sock" --disk "path=$work/disk.img,if=lsi" >"$work/log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do
+	grep -q "waiting for a client" "$work/log" && break
+	sleep 0.05
+done
+client good || die "vhost-user-pci: client not served"
+kill -TERM "$pid"
+wait "$pid" || die "vhost-user-pci: exit status $? after SIGTERM"
+pid=
+[ ! -e "$sock" ] || die "vhost-user-pci: socket left behind after SIGTERM"
 echo "PASS"

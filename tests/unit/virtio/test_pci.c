@@ -88,7 +88,7 @@ static int setup(void **state)
 	assert_non_null(pbus);
 	dev = virtio_blk_create(&cfg, 2, err, sizeof(err));
 	assert_non_null(dev);
-	assert_int_equal(virtio_pci_create((struct vm *)fvm, pbus, dev), 0);
+	assert_int_equal(virtio_pci_create(pbus, dev), 0);
 	bar0 = cfg_rd(1, 0x10, 4) & ~15u;
 	drv.dev = dev;	/* vdriver reads the negotiated features */
 	*state = dev;

@@ -1,0 +1,60 @@
+/* The options the vhost-user back-end commands share (vhost_opts.h). */
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cmd/vhost_opts.h"
+#include "lib/log.h"
+
+int vhost_opt(struct vhost_opts *o, const char *name, int opt, const char *arg,
+	      char **argv)
+{
+	char *end;
+	long v;
+
+	switch (opt) {
+	case VHOST_OPT_SOCKET:
+		o->socket = arg;
+		return 0;
+	case VHOST_OPT_FD:
+		v = strtol(arg, &end, 10);
+		if (*end || v < 0 || v > INT_MAX || fcntl(v, F_GETFD) < 0) {
+			fprintf(stderr, "iovm: %s: --fd %s is not an open file descriptor\n",
+				name, arg);
+			return -1;
+		}
+		o->fd = v;
+		return 0;
+	case VHOST_OPT_ONCE:
+		o->once = true;
+		return 0;
+	case 'v':
+		log_threshold = LOG_DEBUG;
+		return 0;
+	case 'q':
+		log_threshold = LOG_ERR;
+		return 0;
+	case ':':
+		fprintf(stderr, "iovm: %s: option '%s' needs a value (see --help)\n", name,
+			argv[optind - 1]);
+		return -1;
+	}
+	fprintf(stderr, "iovm: %s: unknown option '%s' (see --help)\n", name,
+		argv[optind - 1]);
+	return -1;
+}
+
+int vhost_opts_check(const struct vhost_opts *o, const char *name, int argc, char **argv)
+{
+	if (optind < argc) {
+		fprintf(stderr, "iovm: %s: unexpected argument '%s'\n", name, argv[optind]);
+		return -1;
+	}
+	if (o->socket && o->fd >= 0) {
+		fprintf(stderr, "iovm: %s: --socket and --fd exclude each other\n", name);
+		return -1;
+	}
+	return 0;
+}

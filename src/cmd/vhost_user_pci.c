@@ -1,0 +1,223 @@
+/* `iovm vhost-user-pci`: one of iovm's own PCI functions (a virtio-pci
+ * virtio-blk, virtio-scsi or virtio-9p, or the LSI 53C895A) served to
+ * User-Mode Linux over its PCI-over-virtio protocol (virtio-pcidev). */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd/commands.h"
+#include "cmd/devices.h"
+#include "cmd/vhost_opts.h"
+#include "config.h"
+#include "lib/log.h"
+#include "vhost/pcidev.h"
+#include "vhost/server.h"
+#include "virtio/virtio.h"
+
+static const char help[] =
+"Usage: iovm vhost-user-pci --socket PATH --disk SPEC [--disk SPEC...]\n"
+"       iovm vhost-user-pci --socket PATH --share path=DIR,tag=TAG[,...]\n"
+"\n"
+"Serves one of iovm's own PCI functions to User-Mode Linux over UML's PCI\n"
+"over virtio (CONFIG_UML_PCI_OVER_VIRTIO, arch/um/drivers/virt-pci.c): the\n"
+"same function `iovm run` puts on its PCI bus (config space, capabilities,\n"
+"BARs, the MSI-X table, INTx), with config and BAR accesses arriving as\n"
+"messages on a virtqueue instead of VM exits, interrupts leaving as messages\n"
+"(MSI by the vector's data value, INTx as INT), and device DMA going to\n"
+"UML's memory through the vhost-user memory table. Real Linux drivers\n"
+"(virtio_pci with virtio_blk, virtio_scsi or 9pnet_virtio; sym53c8xx) then\n"
+"drive iovm's own virtio-pci transport and LSI HBA.\n"
+"\n"
+"One socket is one PCI function (UML gives each virtio-pcidev device its\n"
+"own slot): give either one --disk with if=virtio-blk, or --disk options\n"
+"that all say if=virtio-scsi (one HBA, each disk a target/LUN), or all\n"
+"if=lsi (one LSI HBA, each disk a target), or one --share (virtio-9p). Run\n"
+"one iovm per function, up to 8 (UML's slots).\n"
+"\n"
+"UML connects at boot, so start iovm first. On UML's command line:\n"
+"  virtio_uml.device=PATH:ID\n"
+"where ID is the virtio device id UML's kernel was built with for PCI over\n"
+"virtio (CONFIG_UML_PCI_OVER_VIRTIO_DEVICE_ID; tools/mkuml.sh uses 1234).\n"
+"\n"
+"Each time UML starts the device (and when it changes its memory table),\n"
+"the function is made afresh, just out of reset; when UML disconnects or\n"
+"stops it, every request in flight completes and the disks are flushed\n"
+"before iovm waits for the next client.\n"
+"\n"
+"Options:\n"
+"  --socket PATH      UNIX socket to listen on. A stale socket at PATH is\n"
+"                     replaced; any other file there is an error.\n"
+"  --fd N             serve on inherited file descriptor N instead: a\n"
+"                     listening UNIX socket, or a connected one (one client)\n"
+"  --disk SPEC        a disk, as `iovm run --disk` takes it:\n"
+"                     path=FILE[,if=virtio-blk|virtio-scsi|lsi][,ro]\n"
+"                     [,cache=none|writeback][,queues=N][,target=N][,lun=M]\n"
+"                     [,poll-us=N]. The LSI is reached through its memory\n"
+"                     BARs (UML has no I/O ports: build sym53c8xx with\n"
+"                     CONFIG_SCSI_SYM53C8XX_MMIO)\n"
+"  --share SPEC       a host folder over virtio-9p, as `iovm run --share`:\n"
+"                     path=DIR,tag=TAG[,ro][,msize=SIZE][,security=MODEL]\n"
+"  --once             exit after the first client disconnects\n"
+"  -v, --verbose      log every vhost-user message\n"
+"  -q, --quiet        log errors only\n"
+"  -h, --help         show this help\n"
+"\n"
+"What UML's virt-pci can use: memory BARs only, function 0, MSI/MSI-X\n"
+"(at most 32 vectors in all) or INTx; a 256 MiB window for all BARs.\n"
+"Malformed messages (unknown operation, bad BAR, size or address, short\n"
+"buffers) are refused with an all-ones reply, as a master abort reads.\n"
+"\n"
+"SIGINT or SIGTERM: finish in-flight requests, flush, remove the socket,\n"
+"exit 0. Exit status 1: bad option, unusable disk, folder or socket path.\n"
+"\n"
+"Example (an LSI HBA with two disks for UML's sym53c8xx):\n"
+"  iovm vhost-user-pci --socket /tmp/lsi.sock --disk path=a.img,if=lsi \\\n"
+"      --disk path=b.img,if=lsi &\n"
+"  linux mem=512M root=/dev/root rootfstype=hostfs \\\n"
+"      virtio_uml.device=/tmp/lsi.sock:1234 ...\n";
+
+struct vpci_cmd {
+	struct vhost_opts o;
+	struct vm_config cfg;
+};
+
+static unsigned int host_cpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n < 1 ? 1 : n > 64 ? 64 : (unsigned int)n;
+}
+
+static void free_cfg(struct vm_config *cfg)
+{
+	for (unsigned int i = 0; i < cfg->ndisks; i++)
+		free((char *)cfg->disks[i].path);
+	for (unsigned int i = 0; i < cfg->nshares; i++) {
+		free((char *)cfg->shares[i].path);
+		free((char *)cfg->shares[i].tag);
+	}
+	cfg->ndisks = cfg->nshares = 0;
+}
+
+/* Returns -1 to exit 1, 1 to exit 0 (--help), 0 to go on. */
+static int parse_args(struct vpci_cmd *c, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "socket", required_argument, NULL, VHOST_OPT_SOCKET },
+		{ "fd", required_argument, NULL, VHOST_OPT_FD },
+		{ "disk", required_argument, NULL, 'd' },
+		{ "share", required_argument, NULL, 'S' },
+		{ "once", no_argument, NULL, VHOST_OPT_ONCE },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	char err[256];
+	int opt;
+
+	optind = 1;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, ":vqh", longopts, NULL)) != -1) {
+		err[0] = 0;
+		switch (opt) {
+		case 'd':
+			if (c->cfg.ndisks == CONFIG_MAX_DISKS) {
+				fprintf(stderr, "iovm: --disk: at most %u disks\n", CONFIG_MAX_DISKS);
+				return -1;
+			}
+			if (config_parse_disk(optarg, &c->cfg.disks[c->cfg.ndisks], err,
+					      sizeof(err))) {
+				fprintf(stderr, "iovm: %s\n", err);
+				return -1;
+			}
+			c->cfg.ndisks++;
+			break;
+		case 'S':
+			if (c->cfg.nshares == CONFIG_MAX_SHARES) {
+				fprintf(stderr, "iovm: --share: at most %u shares\n",
+					CONFIG_MAX_SHARES);
+				return -1;
+			}
+			if (config_parse_share(optarg, true, &c->cfg.shares[c->cfg.nshares],
+					       err, sizeof(err))) {
+				fprintf(stderr, "iovm: %s\n", err);
+				return -1;
+			}
+			c->cfg.nshares++;
+			break;
+		case 'h':
+			fputs(help, stdout);
+			return 1;
+		default:
+			if (vhost_opt(&c->o, "vhost-user-pci", opt, optarg, argv))
+				return -1;
+			break;
+		}
+	}
+	if (vhost_opts_check(&c->o, "vhost-user-pci", argc, argv))
+		return -1;
+	if (!c->o.socket && c->o.fd < 0) {
+		fprintf(stderr, "iovm: vhost-user-pci needs --socket PATH (or --fd N) (see --help)\n");
+		return -1;
+	}
+	if (devices_count(&c->cfg) != 1) {
+		fprintf(stderr, "iovm: vhost-user-pci serves one PCI function per socket, and "
+			"these options make %u: give one if=virtio-blk disk, or only "
+			"if=virtio-scsi disks, or only if=lsi disks, or one --share\n",
+			devices_count(&c->cfg));
+		return -1;
+	}
+	return 0;
+}
+
+/* A session's function: exactly what `iovm run` would put on its bus. */
+static int make_function(struct pci_bus *bus, void *opaque)
+{
+	struct vpci_cmd *c = opaque;
+
+	return devices_add(bus, &c->cfg, host_cpus());
+}
+
+int cmd_vhost_user_pci(int argc, char **argv)
+{
+	struct vpci_cmd c = { .o.fd = -1 };
+	struct virtio_dev *dev;
+	struct vhu_server *s;
+	int status, ret;
+
+	ret = parse_args(&c, argc, argv);
+	if (ret) {
+		free_cfg(&c.cfg);
+		return ret > 0 ? 0 : 1;
+	}
+	dev = vpcidev_create(make_function, &c);
+	s = dev ? vhu_server_new(dev) : NULL;
+	if (!s) {
+		pr_err("out of memory");
+		if (dev)
+			dev->ops->destroy(dev);
+		free_cfg(&c.cfg);
+		return 1;
+	}
+	/* Open every disk and folder once before listening, so that a bad
+	 * path is an error now rather than at UML's boot. */
+	ret = vpcidev_session_begin(dev);
+	vpcidev_session_end(dev);
+	if (ret) {
+		vhu_server_free(s);
+		dev->ops->destroy(dev);
+		free_cfg(&c.cfg);
+		return 1;
+	}
+	status = vhu_server_run(s, c.o.socket, c.o.fd, c.o.once);
+	vhu_server_free(s);
+	dev->ops->destroy(dev);
+	free_cfg(&c.cfg);
+	return status;
+}
