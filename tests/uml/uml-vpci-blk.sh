@@ -11,13 +11,7 @@ set -u
 uml_require
 . "$(dirname "$0")/vpci-lib.sh"
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/uml-vpci-blk.XXXXXX")
-cleanup() {
-	eval "p=\${vpci_pid_blk:-}"
-	[ -n "$p" ] && kill "$p" 2>/dev/null && wait "$p"
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+vpci_tmpdir blk blk
 truncate -s 64M "$tmp/disk.img"
 
 cat >"$tmp/script.sh" <<'EOS'

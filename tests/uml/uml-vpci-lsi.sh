@@ -12,13 +12,7 @@ uml_require
 . "$(dirname "$0")/vpci-lib.sh"
 command -v sg_inq >/dev/null || uml_skip "sg3-utils missing"
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/uml-vpci-lsi.XXXXXX")
-cleanup() {
-	eval "p=\${vpci_pid_lsi:-}"
-	[ -n "$p" ] && kill "$p" 2>/dev/null && wait "$p"
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+vpci_tmpdir lsi lsi
 truncate -s 64M "$tmp/disk.img"
 
 cat >"$tmp/script.sh" <<'EOS'

@@ -12,15 +12,7 @@ uml_require
 . "$(dirname "$0")/vpci-lib.sh"
 command -v sg_inq >/dev/null || uml_skip "sg3-utils missing"
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/uml-vpci-s9.XXXXXX")
-cleanup() {
-	for n in scsi p9; do
-		eval "p=\${vpci_pid_$n:-}"
-		[ -n "$p" ] && kill "$p" 2>/dev/null && wait "$p"
-	done
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+vpci_tmpdir s9 scsi p9
 truncate -s 64M "$tmp/disk.img"
 mkdir "$tmp/share"
 head -c 64M /dev/urandom >"$tmp/share/from-host"

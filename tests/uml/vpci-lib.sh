@@ -6,6 +6,8 @@
 #                  the socket listens (fails the test if iovm exits first).
 #                  Sets VPCI_DEV: the virtio_uml.device= argument for it.
 #   vpci_stop NAME SIGTERMs it and waits; fails the test unless it exited 0.
+#   vpci_tmpdir TAG NAME...  makes the test's dir $tmp; at exit kills the
+#                  iovm started as each NAME (if still running), removes $tmp.
 # IOVM: the iovm binary (meson passes it as the test's first argument).
 
 IOVM=${IOVM:-${1:-}}
@@ -42,4 +44,20 @@ vpci_stop() {
 	wait "$pid" || st=$?
 	eval "vpci_pid_$name="
 	[ "$st" = 0 ] || uml_fail "iovm vhost-user-pci $name exited $st"
+}
+
+vpci_tmpdir() {
+	tmp=$(mktemp -d "${TMPDIR:-/tmp}/uml-vpci-$1.XXXXXX")
+	shift
+	vpci_names=$*
+	trap vpci_cleanup EXIT
+}
+
+vpci_cleanup() {
+	local n p
+	for n in $vpci_names; do
+		eval "p=\${vpci_pid_$n:-}"
+		[ -n "$p" ] && kill "$p" 2>/dev/null && wait "$p"
+	done
+	rm -rf "$tmp"
 }
