@@ -9,7 +9,8 @@ clang llvm libclang-rt-14-dev
 qemu-system-x86 qemu-utils qemu-block-extra
 cpio gzip xz-utils zstd busybox-static fio sg3-utils util-linux
 python3 binutils file strace
-linux-source-6.1 flex bison bc kmod patch qemu-system-common procps"
+linux-source-6.1 flex bison bc kmod patch qemu-system-common procps
+libiscsi-bin"
 
 missing=""
 for p in $PKGS; do

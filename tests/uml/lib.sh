@@ -83,6 +83,7 @@ uml_run() {
 #!/bin/sh
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export UML_DIR='$dir' UML_MODULES='$UML_MODULES' TMPDIR='$dir' HOME='$dir'
+export UML_TESTS='$_uml_here'
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 grep -q ' /dev ' /proc/mounts || mount -t devtmpfs devtmpfs /dev

@@ -18,13 +18,9 @@ backend_start "$tmp" vhost-user-blk --disk "path=$tmp/disk.img"
 
 cat >"$tmp/script.sh" <<'EOS'
 set -e
+. "$UML_TESTS/uml-wait.sh"
 modprobe -d "$UML_MODULES" virtio_blk
-n=0
-while [ ! -b /dev/vda ]; do
-	n=$((n + 1))
-	[ $n -le 600 ] || { echo "no /dev/vda"; cat /proc/partitions; exit 10; }
-	sleep 0.1
-done
+uml_wait_disk vd "modprobe virtio_blk"
 [ "$(cat /sys/block/vda/size)" = 131072 ] ||
 	{ echo "vda has $(cat /sys/block/vda/size) sectors"; exit 11; }
 # job NAME BS QD OFFSET SIZE: random writes, then fio reads them all back

@@ -17,13 +17,9 @@ truncate -s 64M "$tmp/disk.img"
 
 cat >"$tmp/script.sh" <<'EOS'
 set -e
+. "$UML_TESTS/uml-wait.sh"
 modprobe -d "$UML_MODULES" sym53c8xx
-n=0
-while [ ! -b /dev/sda ] || [ ! -c /dev/sg0 ]; do
-	n=$((n + 1))
-	[ $n -le 300 ] || { echo "no /dev/sda"; cat /proc/partitions; dmesg | tail -30; exit 10; }
-	sleep 0.1
-done
+uml_wait_disk sd "modprobe sym53c8xx"
 [ "$(cat /sys/block/sda/size)" = 131072 ] ||
 	{ echo "sda has $(cat /sys/block/sda/size) sectors"; exit 11; }
 qd=$(cat /sys/block/sda/device/queue_depth)
