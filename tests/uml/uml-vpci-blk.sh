@@ -16,14 +16,10 @@ truncate -s 64M "$tmp/disk.img"
 
 cat >"$tmp/script.sh" <<'EOS'
 set -e
+. "$UML_TESTS/uml-wait.sh"
 modprobe -d "$UML_MODULES" virtio_pci
 modprobe -d "$UML_MODULES" virtio_blk
-n=0
-while [ ! -b /dev/vda ]; do
-	n=$((n + 1))
-	[ $n -le 300 ] || { echo "no /dev/vda"; lspci 2>/dev/null; cat /proc/partitions; exit 10; }
-	sleep 0.1
-done
+uml_wait_disk vd "modprobe virtio_blk"
 [ "$(cat /sys/block/vda/size)" = 131072 ] ||
 	{ echo "vda has $(cat /sys/block/vda/size) sectors"; exit 11; }
 path=$(readlink -f /sys/block/vda)
@@ -50,24 +46,16 @@ if [ "$(cat mode)" = msix ]; then
 	# unbind/rebind and driver reload, 20 times each: every cycle resets
 	# the device, tears down and sets up its queues and MSI-X vectors
 	bdf=$(basename "$pdev")
-	wait_vda() {
-		n=0
-		while [ ! -b /dev/vda ]; do
-			n=$((n + 1))
-			[ $n -le 300 ] || { echo "no /dev/vda after $1"; exit 14; }
-			sleep 0.1
-		done
-	}
 	for i in $(seq 20); do
 		echo "$bdf" >/sys/bus/pci/drivers/virtio-pci/unbind
 		echo "$bdf" >/sys/bus/pci/drivers/virtio-pci/bind
-		wait_vda "rebind $i"
+		uml_wait_disk vd "rebind $i"
 		modprobe -d "$UML_MODULES" -r virtio_blk
 		modprobe -d "$UML_MODULES" virtio_blk
-		wait_vda "reload $i"
+		uml_wait_disk vd "reload $i"
 	done
 	echo "20 unbind/rebind and 20 virtio_blk reloads"
-	fio --name=after --filename=/dev/vda --direct=1 --ioengine=libaio \
+	fio --name=after --filename=/dev/$UML_DISK --direct=1 --ioengine=libaio \
 		--iodepth=16 --rw=randwrite --bs=4k --size=8M --verify=crc32c \
 		--do_verify=1 --verify_fatal=1 >fio-after.out ||
 		{ cat fio-after.out; echo "fio after the rebinds failed"; exit 15; }
@@ -75,7 +63,7 @@ if [ "$(cat mode)" = msix ]; then
 fi
 # a pattern the host checks in the file
 printf 'iovm-vpci-%s\n' "$(cat /proc/sys/kernel/random/boot_id)" >pattern
-dd if=pattern of=/dev/vda bs=4096 seek=4095 conv=sync oflag=direct 2>/dev/null
+dd if=pattern of=/dev/$UML_DISK bs=4096 seek=4095 conv=sync oflag=direct 2>/dev/null
 sync
 EOS
 
