@@ -166,7 +166,10 @@ static void *hold_thread(void *arg)
 		int sig = sigtimedwait(set, NULL, &ts);
 
 		if (sig == SIGUSR1) {
+			/* once open, the gate stays open: later SIGUSR1s
+			 * stay pending, blocked everywhere */
 			blk_test_hold_release();
+			return NULL;
 		} else if (sig < 0 && errno == EAGAIN) {
 			pr_warn("test-hold-writes: no SIGUSR1 within %u s: opening the gate",
 				HOLD_WATCHDOG_S);
