@@ -137,6 +137,18 @@ struct blk_test_hooks {
 };
 void blk_set_test_hooks(const struct blk_test_hooks *h);
 
+/* Tests only (iovm vhost-user-pci --test-hold-writes): of the WRITEs queued
+ * from now on (every queue, every backend of the process), those numbered
+ * after+1 to after+count go to the kernel behind a gate, an io_uring poll
+ * on an eventfd linked before the write: each is in flight (queued,
+ * counted by blkq_inflight, its completion pending) and reads nothing of
+ * its buffer until blk_test_hold_release opens the gate. A line is logged
+ * once count are held. Returns 0 or -errno. */
+int blk_test_hold_writes(uint64_t after, unsigned int count);
+/* Opens that gate (any thread, not a signal handler): the held WRITEs and
+ * any later ones run. Logs how many were held. */
+void blk_test_hold_release(void);
+
 /* One-shot watch: done(tag, poll mask or -errno) is called from blkq_reap
  * when fd becomes readable. Lets a queue thread wait on its kick eventfd and
  * its I/O completions in a single io_uring_enter. Uses no request slot. */

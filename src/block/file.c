@@ -65,6 +65,59 @@ static void test_arrived(void)
 		return;	/* the test sees no arrival and fails */
 }
 
+/* The WRITE hold of blk_test_hold_writes: gate_fd -1 when off. */
+static struct {
+	int gate_fd;
+	uint64_t after;
+	unsigned int count;
+	uint64_t seen;		/* WRITEs queued since it was set */
+	unsigned int held;
+} write_hold = { .gate_fd = -1 };
+
+int blk_test_hold_writes(uint64_t after, unsigned int count)
+{
+	int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+
+	if (fd < 0)
+		return -errno;
+	write_hold.after = after;
+	write_hold.count = count;
+	__atomic_store_n(&write_hold.gate_fd, fd, __ATOMIC_RELEASE);
+	return 0;
+}
+
+void blk_test_hold_release(void)
+{
+	int fd = __atomic_load_n(&write_hold.gate_fd, __ATOMIC_ACQUIRE);
+	uint64_t one = 1;
+
+	if (fd < 0)
+		return;
+	pr_info("test-hold-writes: gate opened: the %u WRITEs held run now",
+		__atomic_load_n(&write_hold.held, __ATOMIC_RELAXED));
+	if (write(fd, &one, sizeof(one)) != sizeof(one))
+		pr_err("test-hold-writes: gate: %s", strerror(errno));
+}
+
+/* The gate fd when the WRITE being queued is one to hold, else -1. */
+static int write_hold_gate(void)
+{
+	int fd = __atomic_load_n(&write_hold.gate_fd, __ATOMIC_ACQUIRE);
+	uint64_t n;
+	unsigned int h;
+
+	if (fd < 0)
+		return -1;
+	n = __atomic_add_fetch(&write_hold.seen, 1, __ATOMIC_RELAXED);
+	if (n <= write_hold.after || n > write_hold.after + write_hold.count)
+		return -1;
+	h = __atomic_add_fetch(&write_hold.held, 1, __ATOMIC_RELAXED);
+	if (h == write_hold.count)
+		pr_info("test-hold-writes: %u WRITEs held in flight (those after the first %llu); SIGUSR1 releases them",
+			h, (unsigned long long)write_hold.after);
+	return fd;
+}
+
 static int open_err(char *err, size_t errlen, int ret, const char *fmt,
 		    const char *path, const char *what)
 {
@@ -513,6 +566,26 @@ static int prep_rw(struct blk_queue *q, struct blk_slot *s)
 	return 0;
 }
 
+/* Tests: a poll on the hold's gate, linked before the next SQE (the write
+ * it holds); its own completion carries no slot and is skipped. Both SQEs
+ * go to the kernel in the same submission, so the link holds. */
+static bool prep_gate(struct blk_queue *q, int gate)
+{
+	struct io_uring_sqe *sqe;
+
+	if (io_uring_sq_space_left(&q->ring) < 2) {
+		io_uring_submit(&q->ring);
+		q->unsubmitted = 0;
+	}
+	sqe = get_sqe(q);
+	if (!sqe)
+		return false;
+	io_uring_prep_poll_add(sqe, gate, POLLIN);
+	io_uring_sqe_set_flags(sqe, IOSQE_IO_LINK);
+	io_uring_sqe_set_data(sqe, NULL);
+	return true;
+}
+
 int blkq_rw(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	    const struct iovec *iov, unsigned int iovcnt, uint64_t offset,
 	    blk_done_fn done, void *tag)
@@ -544,6 +617,14 @@ int blkq_rw(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	s->iov = iov;
 	s->iovcnt = iovcnt;
 	s->buffered = be->direct && !dio_aligned(be, iov, iovcnt, offset);
+	if (op == BLK_OP_WRITE) {
+		int gate = write_hold_gate();
+
+		if (gate >= 0 && !prep_gate(q, gate)) {
+			slot_put(q, s);
+			return -EBUSY;
+		}
+	}
 	ret = prep_rw(q, s);
 	if (ret)
 		slot_put(q, s);

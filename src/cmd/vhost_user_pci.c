@@ -4,12 +4,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "block/backend.h"
 #include "cmd/commands.h"
 #include "cmd/devices.h"
 #include "cmd/vhost_opts.h"
@@ -63,6 +67,13 @@ static const char help[] =
 "  --share SPEC       a host folder over virtio-9p, as `iovm run --share`:\n"
 "                     path=DIR,tag=TAG[,ro][,msize=SIZE][,security=MODEL]\n"
 "  --once             exit after the first client disconnects\n"
+"  --test-hold-writes N:M  test only: the WRITEs number N+1 to N+M that the\n"
+"                     disks send to their backend are queued in the kernel\n"
+"                     behind a gate and move no data until SIGUSR1 opens it\n"
+"                     (or %u s pass); a line is logged once M are held. So\n"
+"                     commands stay in flight at the HBA by construction, for\n"
+"                     the bus reset test of tests/uml/uml-vpci-lsi.sh; never\n"
+"                     in service\n"
 "  -v, --verbose      log every vhost-user message\n"
 "  -q, --quiet        log errors only\n"
 "  -h, --help         show this help\n"
@@ -84,7 +95,17 @@ static const char help[] =
 struct vpci_cmd {
 	struct vhost_opts o;
 	struct vm_config cfg;
+	bool hold;		/* --test-hold-writes */
+	uint64_t hold_after;
+	unsigned int hold_count;
 };
+
+/* --test-hold-writes: the gate opens at the latest after this long, so
+ * that a test that failed before it released the WRITEs leaves no iovm
+ * stuck draining them. */
+#define HOLD_WATCHDOG_S 600u
+
+#define VPCI_OPT_HOLD 0x100
 
 static unsigned int host_cpus(void)
 {
@@ -104,6 +125,83 @@ static void free_cfg(struct vm_config *cfg)
 	cfg->ndisks = cfg->nshares = 0;
 }
 
+/* --test-hold-writes N:M, both counts, M at least 1. */
+static int parse_hold(struct vpci_cmd *c, const char *arg)
+{
+	unsigned long long n, m;
+	const char *p;
+	char *end;
+
+	errno = 0;
+	n = strtoull(arg, &end, 10);
+	if (*arg < '0' || *arg > '9' || *end != ':' || errno)
+		goto bad;
+	p = end + 1;
+	m = strtoull(p, &end, 10);
+	if (*p < '0' || *p > '9' || *end || errno || !m || m > 65536)
+		goto bad;
+	c->hold = true;
+	c->hold_after = n;
+	c->hold_count = (unsigned int)m;
+	return 0;
+bad:
+	fprintf(stderr, "iovm: vhost-user-pci: --test-hold-writes wants N:M (WRITEs to let "
+		"through, then WRITEs to hold, 1 to 65536), got '%s'\n", arg);
+	return -1;
+}
+
+/* SIGUSR1 opens the gate of --test-hold-writes. It is blocked in every
+ * thread (they inherit the mask) and taken here, so that no other thread
+ * sees a system call interrupted by it. */
+static void *hold_thread(void *arg)
+{
+	sigset_t *set = arg, all;
+	struct timespec ts = { .tv_sec = HOLD_WATCHDOG_S };
+
+	/* SIGINT and SIGTERM are for the server loop's signalfd, which
+	 * blocks them only in threads made after this one. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	for (;;) {
+		int sig = sigtimedwait(set, NULL, &ts);
+
+		if (sig == SIGUSR1) {
+			/* once open, the gate stays open: later SIGUSR1s
+			 * stay pending, blocked everywhere */
+			blk_test_hold_release();
+			return NULL;
+		} else if (sig < 0 && errno == EAGAIN) {
+			pr_warn("test-hold-writes: no SIGUSR1 within %u s: opening the gate",
+				HOLD_WATCHDOG_S);
+			blk_test_hold_release();
+			return NULL;
+		}
+	}
+	return NULL;
+}
+
+static int start_hold(const struct vpci_cmd *c)
+{
+	static sigset_t set;
+	pthread_t t;
+	int ret;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	ret = blk_test_hold_writes(c->hold_after, c->hold_count);
+	if (!ret)
+		ret = -pthread_create(&t, NULL, hold_thread, &set);
+	if (ret) {
+		pr_err("test-hold-writes: %s", strerror(-ret));
+		return ret;
+	}
+	pthread_detach(t);
+	pr_info("test-hold-writes %" PRIu64 ":%u: a test run, WRITEs will be held "
+		"until SIGUSR1", c->hold_after, c->hold_count);
+	return 0;
+}
+
 /* Returns -1 to exit 1, 1 to exit 0 (--help), 0 to go on. */
 static int parse_args(struct vpci_cmd *c, int argc, char **argv)
 {
@@ -113,6 +211,7 @@ static int parse_args(struct vpci_cmd *c, int argc, char **argv)
 		{ "disk", required_argument, NULL, 'd' },
 		{ "share", required_argument, NULL, 'S' },
 		{ "once", no_argument, NULL, VHOST_OPT_ONCE },
+		{ "test-hold-writes", required_argument, NULL, VPCI_OPT_HOLD },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -151,8 +250,12 @@ static int parse_args(struct vpci_cmd *c, int argc, char **argv)
 			}
 			c->cfg.nshares++;
 			break;
+		case VPCI_OPT_HOLD:
+			if (parse_hold(c, optarg))
+				return -1;
+			break;
 		case 'h':
-			fputs(help, stdout);
+			printf(help, HOLD_WATCHDOG_S);
 			return 1;
 		default:
 			if (vhost_opt(&c->o, "vhost-user-pci", opt, optarg, argv))
@@ -195,6 +298,11 @@ int cmd_vhost_user_pci(int argc, char **argv)
 	if (ret) {
 		free_cfg(&c.cfg);
 		return ret > 0 ? 0 : 1;
+	}
+	/* Before any thread exists, so that all of them block SIGUSR1. */
+	if (c.hold && start_hold(&c)) {
+		free_cfg(&c.cfg);
+		return 1;
 	}
 	dev = vpcidev_create(make_function, &c);
 	s = dev ? vhu_server_new(dev) : NULL;

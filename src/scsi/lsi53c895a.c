@@ -265,3 +265,8 @@ void lsi_cmds_peak(const struct lsi *s, unsigned int *reads, unsigned int *write
 	*reads = s->peak_rw[0];
 	*writes = s->peak_rw[1];
 }
+
+unsigned long lsi_cmds_aborted(const struct lsi *s)
+{
+	return s->aborted_total;
+}

@@ -71,6 +71,9 @@ unsigned int lsi_cmds_active(const struct lsi *s);
  * tagged queueing really went. Read after lsi_destroy's drain or from the
  * HBA thread. */
 void lsi_cmds_peak(const struct lsi *s, unsigned int *reads, unsigned int *writes);
+/* Commands aborted by resets and ABORT messages since lsi_create (same
+ * rules as lsi_cmds_peak). */
+unsigned long lsi_cmds_aborted(const struct lsi *s);
 
 /* Host memory one command can hold, whatever its transfer length: the
  * per-command state including its iovec array. Data never passes through

@@ -6,6 +6,7 @@
  * and no data is copied. */
 #include <string.h>
 
+#include "lib/log.h"
 #include "scsi/lsi_chip.h"
 #include "scsi/lsi_internal.h"
 
@@ -58,8 +59,16 @@ static void resel_remove(struct lsi *s, struct lsi_cmd *c)
 	c->next = NULL;
 }
 
+static void aborted_io_over(struct lsi *s, unsigned int target);
+static void tgt_next(struct lsi *s);
+
 static void cmd_free(struct lsi *s, struct lsi_cmd *c)
 {
+	if (c->abort_io) {
+		c->abort_io = false;
+		if (!--s->tgt[c->target].aborted_io)
+			aborted_io_over(s, c->target);
+	}
 	resel_remove(s, c);
 	if (s->cur == c)
 		s->cur = NULL;
@@ -83,7 +92,7 @@ static struct lsi_cmd *cmd_alloc(struct lsi *s)
 	c->in_use = true;
 	c->direct = c->began = c->ended = c->seg_busy = false;
 	c->submitted = c->done = c->queued = c->aborted = false;
-	c->own_status = c->seg_failed = c->rw_counted = false;
+	c->own_status = c->seg_failed = c->rw_counted = c->abort_io = false;
 	c->pos = c->seg_pos = c->xfer = 0;
 	c->niov = 0;
 	c->param = -1;
@@ -99,6 +108,16 @@ static bool cmd_busy(const struct lsi_cmd *c)
 	       (c->ended && !c->done);
 }
 
+/* c stays until its done(): counted in its target's aborted_io. */
+static void abort_io_start(struct lsi *s, struct lsi_cmd *c)
+{
+	struct lsi_target *t = &s->tgt[c->target];
+
+	c->abort_io = true;
+	t->aborted_io++;
+	t->aborted_batch++;
+}
+
 /* Drops a task (ABORT messages, bus reset). Its backend I/O, if any,
  * finishes first; it never reselects. */
 static void cmd_abort(struct lsi *s, struct lsi_cmd *c, bool reset)
@@ -107,22 +126,44 @@ static void cmd_abort(struct lsi *s, struct lsi_cmd *c, bool reset)
 	if (s->cur == c)
 		s->cur = NULL;
 	c->aborted = true;
+	s->aborted_total++;
 	if (cmd_busy(c)) {
 		scsi_disk_abort(&c->req, reset);
+		abort_io_start(s, c);
 		return;
 	}
 	if (c->began && !c->ended) {
 		scsi_disk_abort(&c->req, reset);
 		c->ended = true;
-		scsi_disk_end(&c->req);	/* done() frees it */
+		scsi_disk_end(&c->req);	/* done() frees it, at once: the
+					 * target starts no stage for an
+					 * aborted request */
 		return;
 	}
 	cmd_free(s, c);
 }
 
-static void abort_matching(struct lsi *s, int target, int lun, int tag,
-			   bool reset)
+/* The last command aborted on target has finished its backend I/O. */
+static void aborted_io_over(struct lsi *s, unsigned int target)
 {
+	struct lsi_target *t = &s->tgt[target];
+
+	log_rated_here(LOG_INFO, "lsi: target %u: the %u commands aborted have finished their backend I/O",
+		       target, t->aborted_batch);
+	t->aborted_batch = 0;
+	if (s->connected && s->sel_hold && s->target == target) {
+		s->sel_hold = false;	/* the target answers its selection */
+		tgt_next(s);
+		lsi_wake(s);
+	}
+}
+
+/* Returns how many it aborted. */
+static unsigned int abort_matching(struct lsi *s, int target, int lun,
+				   int tag, bool reset)
+{
+	unsigned int n = 0;
+
 	for (unsigned int i = 0; i < LSI_MAX_CMDS; i++) {
 		struct lsi_cmd *c = &s->cmds[i];
 
@@ -135,7 +176,9 @@ static void abort_matching(struct lsi *s, int target, int lun, int tag,
 		if (tag != -2 && c->tag != tag)
 			continue;
 		cmd_abort(s, c, reset);
+		n++;
 	}
+	return n;
 }
 
 static void cmd_ready(struct lsi *s, struct lsi_cmd *c)
@@ -146,8 +189,6 @@ static void cmd_ready(struct lsi *s, struct lsi_cmd *c)
 	s->resel_tail = &c->next;
 	lsi_wake(s);
 }
-
-static void tgt_next(struct lsi *s);
 
 static void lsi_req_done(struct scsi_req *req)
 {
@@ -224,6 +265,7 @@ static void bus_free(struct lsi *s)
 	s->msgout_len = 0;
 	s->cdb_len = s->cdb_need = 0;
 	s->selecting = false;
+	s->sel_hold = false;
 	s->bus_status = -1;
 	s->regs[LSI_SCNTL1] &= ~LSI_SCNTL1_CON;
 	s->regs[LSI_SSID] &= 0x7f;
@@ -233,6 +275,11 @@ static void bus_free(struct lsi *s)
 static void tgt_next(struct lsi *s)
 {
 	struct lsi_cmd *c = s->cur;
+
+	if (s->sel_hold) {
+		s->req_wait = true;	/* no REQ yet: see lsi_bus_select */
+		return;
+	}
 
 	if (s->msgin_pos < s->msgin_len) {
 		set_phase(s, LSI_PHASE_MSG_IN);
@@ -644,6 +691,21 @@ int lsi_bus_select(struct lsi *s, unsigned int id, bool atn)
 	s->msgout_skip = 0;
 	lsi_bus_set_atn(s, atn);
 	tgt_next(s);
+	if (s->tgt[id].aborted_io) {
+		/* Commands a reset or an ABORT took from this target still
+		 * have backend I/O in flight, on iovecs into guest memory the
+		 * initiator has taken back: a WRITE among them would write
+		 * what the buffer holds when it runs, over a retry that has
+		 * completed since. So the target asserts no REQ until that
+		 * I/O has finished (aborted_io_over): nothing sent after the
+		 * abort can complete before it, and the driver gets no buffer
+		 * back that the backend still reads. Like QEMU's drain on a
+		 * reset, but no thread waits: SCRIPTS wait for REQ. */
+		s->sel_hold = true;
+		s->req_wait = true;
+		log_rated_here(LOG_INFO, "lsi: target %u selected while %u aborted commands have backend I/O in flight: it answers once they have finished",
+			       id, s->tgt[id].aborted_io);
+	}
 	return LSI_BUS_OK;
 }
 
@@ -817,9 +879,16 @@ int lsi_bus_move(struct lsi *s, uint64_t addr, uint32_t *count)
 /* ---- resets -------------------------------------------------------------- */
 
 /* SCSI bus reset: every target drops every task. */
-void lsi_bus_reset(struct lsi *s)
+void lsi_bus_reset(struct lsi *s, const char *why)
 {
-	abort_matching(s, -1, -1, -2, true);
+	unsigned int n, busy = 0;
+
+	n = abort_matching(s, -1, -1, -2, true);
+	for (unsigned int i = 0; i < LSI_MAX_TARGETS; i++)
+		busy += s->tgt[i].aborted_io;
+	if (n || busy)
+		log_rated_here(LOG_INFO, "lsi: %s: %u commands aborted; %u aborted commands have backend I/O in flight",
+			       why, n, busy);
 	for (unsigned int i = 0; i < LSI_MAX_TARGETS; i++) {
 		if (s->tgt[i].disk)
 			scsi_disk_reset(s->tgt[i].disk, false);

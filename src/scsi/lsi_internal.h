@@ -47,6 +47,8 @@ struct lsi_cmd {
 	bool own_status;	/* HBA-made status (no scsi_req done) */
 	bool seg_failed;	/* a segment could not even be queued */
 	bool rw_counted;	/* in active_rw[] (a direct READ or WRITE) */
+	bool abort_io;		/* aborted with backend I/O in flight: in its
+				 * target's aborted_io until done() */
 	enum scsi_dir dir;	/* data direction, recorded at CDB decode */
 	uint32_t xfer;		/* bytes of the data phase */
 	uint32_t pos;		/* data phase bytes moved (or gathered) */
@@ -79,6 +81,11 @@ struct lsi_target {
 	uint8_t sense[SCSI_SENSE_MAX];
 	uint8_t sense_len;
 	uint8_t sense_lun;
+	/* Commands a reset or an ABORT message took from the target whose
+	 * backend I/O (on iovecs into guest memory) has not finished, and how
+	 * many were aborted since it was last zero (for the log). */
+	unsigned int aborted_io;
+	unsigned int aborted_batch;
 };
 
 struct lsi {
@@ -112,6 +119,9 @@ struct lsi {
 	bool disc_priv;		/* IDENTIFY allowed disconnection */
 	bool selecting;		/* between selection and CDB */
 	struct lsi_cmd *cur;	/* command on the bus */
+	/* Selected a target whose aborted_io is not zero: it asserts no REQ
+	 * until that I/O has finished. */
+	bool sel_hold;
 	uint8_t msgin[LSI_MSG_MAX];
 	unsigned int msgin_len, msgin_pos;
 	enum lsi_after_msgin after_msgin;
@@ -135,6 +145,7 @@ struct lsi {
 	/* Direct READs [0] and WRITEs [1] accepted and not yet finished, and
 	 * the most there were at once (lsi_cmds_peak). */
 	unsigned int active_rw[2], peak_rw[2];
+	unsigned long aborted_total;	/* by resets and ABORT messages */
 	uint8_t *param_mem;	/* LSI_PARAM_BUFS * SCSI_PARAM_MAX */
 	uint32_t param_free;	/* bitmap */
 	struct blk_queue *q;
@@ -162,7 +173,7 @@ void lsi_scripts_start(struct lsi *s);	/* DSP written: run SCRIPTS */
 /* lsi_regfile.c */
 void lsi_chip_reset(struct lsi *s);
 /* lsi_bus.c */
-void lsi_bus_reset(struct lsi *s);
+void lsi_bus_reset(struct lsi *s, const char *why);
 /* lsi_dma.c: the data phase of the command on the bus. */
 void lsi_seg_done(struct scsi_req *req, int res);
 int lsi_dma_direct(struct lsi *s, struct lsi_cmd *c, uint8_t *p,

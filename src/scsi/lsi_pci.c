@@ -92,6 +92,9 @@ static void lsi_pci_shutdown(void *opaque)
 	if (rd || wr)
 		pr_info("lsi: at most %u READ and %u WRITE commands were in flight at once",
 			rd, wr);
+	if (lsi_cmds_aborted(lp->hba))
+		pr_info("lsi: %lu commands were aborted by resets and ABORT messages",
+			lsi_cmds_aborted(lp->hba));
 	/* Drains the HBA's in-flight I/O; then what the guest wrote goes to
 	 * stable storage before the disks close. */
 	lsi_destroy(lp->hba);

@@ -118,7 +118,7 @@ void lsi_reg_write(struct lsi *s, unsigned int off, uint8_t val, bool scripts)
 		if ((val & LSI_SCNTL1_RST) &&
 		    !(s->regs[LSI_SCNTL1] & LSI_SCNTL1_RST)) {
 			s->regs[LSI_SCNTL1] = val & ~LSI_SCNTL1_CON;
-			lsi_bus_reset(s);
+			lsi_bus_reset(s, "SCSI bus reset");
 			lsi_scsi_interrupt(s, LSI_SIST0_RST, 0);
 			return;
 		}
@@ -165,7 +165,7 @@ void lsi_reg_write(struct lsi *s, unsigned int off, uint8_t val, bool scripts)
 		if (val & LSI_ISTAT_SRST) {
 			/* The chip lets go of the bus: targets see it as a
 			 * lost nexus and drop their tasks. */
-			lsi_bus_reset(s);
+			lsi_bus_reset(s, "chip soft reset");
 			lsi_chip_reset(s);
 		}
 		if ((val & LSI_ISTAT_SIGP) && s->scr == LSI_SCR_WAIT_RESEL) {

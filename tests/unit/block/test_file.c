@@ -363,6 +363,50 @@ static void test_zero_fill_held(void **state)
 	free(path);
 }
 
+/* blk_test_hold_writes (iovm vhost-user-pci --test-hold-writes): of the
+ * WRITEs after the first one, one is held in flight, moving no data, while
+ * a later WRITE completes; it runs when the gate opens. */
+static void test_hold_writes(void **state)
+{
+	char *path = make_file(DISK_SIZE);
+	struct blk_backend be;
+	struct blk_queue *q = blkq_create(8);
+	struct done_rec w[3] = { { 0 } };
+	static uint8_t b[3][4096];
+	struct iovec iov[3];
+	int fd = open(path, O_RDWR);
+
+	open_disk(&be, path, false, CACHE_WRITEBACK);
+	assert_int_equal(blk_test_hold_writes(1, 1), 0);
+	for (int i = 0; i < 3; i++) {
+		memset(b[i], 0x31 + i, sizeof(b[i]));
+		iov[i] = (struct iovec){ b[i], sizeof(b[i]) };
+		assert_int_equal(blkq_rw(q, &be, BLK_OP_WRITE, &iov[i], 1,
+					 i * 4096, on_done, &w[i]), 0);
+	}
+	assert_int_equal(blkq_submit(q), 0);
+	while (!w[0].calls || !w[2].calls)
+		assert_true(blkq_reap(q, true) >= 0);
+	/* the second WRITE is in flight and has written nothing */
+	assert_int_equal(w[1].calls, 0);
+	assert_int_equal(blkq_inflight(q), 1);
+	assert_true(holds(fd, 4096, 4096, 0));
+	assert_true(holds(fd, 2 * 4096, 4096, 0x33));
+	/* what it writes is what its buffer holds when the gate opens */
+	memset(b[1], 0x44, sizeof(b[1]));
+	blk_test_hold_release();
+	wait_all(q);
+	assert_int_equal(w[1].calls, 1);
+	assert_int_equal(w[1].res, 4096);
+	assert_true(holds(fd, 0, 4096, 0x31));
+	assert_true(holds(fd, 4096, 4096, 0x44));
+	close(fd);
+	blkq_destroy(q);
+	blk_close(&be);
+	unlink(path);
+	free(path);
+}
+
 /* A write of zeroes that fails reports the error. */
 static void test_zero_fill_error(void **state)
 {
@@ -513,6 +557,7 @@ int main(void)
 		cmocka_unit_test(test_zero_fill_held),
 		cmocka_unit_test(test_zero_fill_error),
 		cmocka_unit_test(test_blockdev_discard_held),
+		cmocka_unit_test(test_hold_writes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

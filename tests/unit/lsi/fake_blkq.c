@@ -29,6 +29,12 @@ static enum fake_order order = FAKE_FIFO;
 static struct fake_stats stats;
 static struct blk_queue *last_q;
 static int fail_next;
+static unsigned int release_newest;
+
+void fake_blkq_release_newest(void)
+{
+	release_newest++;
+}
 
 void fake_blkq_fail_next(int err)
 {
@@ -165,8 +171,16 @@ int blkq_reap(struct blk_queue *q, bool wait)
 {
 	int n = 0;
 
-	if (order == FAKE_HOLD)
-		return 0;
+	if (order == FAKE_HOLD) {
+		struct fake_op o;
+
+		if (!release_newest || !q->n)
+			return 0;
+		release_newest--;
+		o = q->ops[--q->n];
+		o.done(o.tag, run(&o));
+		return 1;
+	}
 	/* Completions may queue more requests: take a snapshot. */
 	while (q->n) {
 		struct fake_op o;

@@ -23,6 +23,9 @@ void fake_blkq_order(enum fake_order o);
 unsigned int fake_blkq_pending(void);
 struct fake_stats *fake_blkq_stats(void);
 void fake_blkq_reset_stats(void);
+/* In FAKE_HOLD: the next blkq_reap completes the newest pending request
+ * (only it), as a disk may finish a later request before an earlier one. */
+void fake_blkq_release_newest(void);
 /* The next blkq_rw fails with err (negative) without queueing anything. */
 void fake_blkq_fail_next(int err);
 

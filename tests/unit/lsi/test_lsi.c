@@ -737,6 +737,63 @@ static void test_bad_dma(void **state)
 	test_read_write_complete(state);
 }
 
+/* A bus reset while a WRITE's backend I/O is in flight (iovecs on guest
+ * memory): sym53c8xx then retries the WRITE from the same buffer and, once
+ * the retry has completed, reuses the buffer. The aborted WRITE must not
+ * run after the retry and put the buffer's new contents over it: the
+ * target takes nothing new until the aborted I/O has finished. The disk
+ * here finishes the newest request first. */
+static void test_reset_waits_for_aborted_io(void **state)
+{
+	const struct sg sg = { DBUF, 0x2000 };
+	uint8_t cdb[10], tur[6] = { 0 }, got[0x2000];
+
+	fake_blkq_order(FAKE_HOLD);
+	memset(ram + DBUF, 0x11, sg.len);
+	rw10(cdb, 0x2a, 3000, 16);
+	make_cmd(4, 0, cdb, 10, LSI_PHASE_DATA_OUT, &sg, 1);
+	queue_job(4);
+	kick(true);
+	run();
+	/* moved to the backend, disconnected, its I/O pending */
+	assert_int_equal(fake_blkq_pending(), 1);
+	assert_int_equal(ndone(), 0);
+	assert_int_equal(reg_rd(LSI_ISTAT) & LSI_ISTAT_CON, 0);
+
+	reg_wr(LSI_SCNTL1, LSI_SCNTL1_RST);
+	reg_wr(LSI_SCNTL1, 0);
+	assert_true(reg_rd(LSI_SIST0) & LSI_SIST0_RST);	/* signalled at once */
+	assert_int_equal(lsi_cmds_active(hba), 1);	/* until its I/O ends */
+
+	/* The driver restarts: TEST UNIT READY (the reset's UNIT ATTENTION)
+	 * and the WRITE again, with the same tag and buffer. */
+	w32(JOBPTR, JOBQ);
+	njobs = 0;
+	make_cmd(5, 0, tur, 6, -1, NULL, 0);
+	queue_job(5);
+	make_cmd(4, 0, cdb, 10, LSI_PHASE_DATA_OUT, &sg, 1);
+	queue_job(4);
+	kick(true);
+	run();
+	for (int i = 0; i < 4 && ndone() < 2; i++) {
+		fake_blkq_release_newest();
+		run();
+	}
+	assert_int_equal(ndone(), 2);
+	assert_int_equal(ram[dsa_of(5) + OFF_STATUS_BYTE],
+			 SAM_STAT_CHECK_CONDITION);
+	assert_int_equal(ram[dsa_of(4) + OFF_STATUS_BYTE], 0);
+	/* the WRITE has completed: the driver reuses its buffer */
+	memset(ram + DBUF, 0x22, sg.len);
+	fake_blkq_order(FAKE_FIFO);
+	run();
+	assert_int_equal(lsi_cmds_active(hba), 0);
+	assert_int_equal(pread(be[0].fd, got, sizeof(got), 3000 * 512),
+			 sizeof(got));
+	for (unsigned int i = 0; i < sizeof(got); i++)
+		assert_int_equal(got[i], 0x11);
+}
+
 static void test_selection_timeout(void **state)
 {
 	uint8_t cdb[6] = { 0 };
@@ -1329,6 +1386,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_illegal_instructions, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_bad_dma, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reset_waits_for_aborted_io,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_selection_timeout, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_negotiation, setup,
