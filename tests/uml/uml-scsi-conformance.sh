@@ -38,7 +38,7 @@ uml_require
 # Each leg normally takes 1 to 2 minutes: only a hang reaches this.
 UML_TIMEOUT=${UML_TIMEOUT:-1200}
 . "$(dirname "$0")/vpci-lib.sh"
-iovm=$IOVM
+iovm=$IOVM	# the binary backend.sh starts
 . "$(dirname "$0")/backend.sh"
 command -v iscsi-test-cu >/dev/null || uml_skip "iscsi-test-cu (libiscsi-bin) missing"
 
