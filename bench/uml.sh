@@ -6,16 +6,18 @@
 #   qsd       `qemu-storage-daemon --export type=vhost-user-blk` (cache.direct=on,
 #             aio=io_uring)
 #   iovm-lsi  sym53c8xx in UML on iovm's LSI 53C895A over virt-pci (`iovm
-#             vhost-user-pci ... if=lsi`); a hook: the leg runs once that
-#             command exists, and is reported as not run until then.
-# Jobs: 4k random read and write at QD1 and QD16, 64k sequential read and
-# write at QD16, all on the file's first --size bytes, --secs seconds each
+#             vhost-user-pci ... if=lsi`, cache=none): every register access
+#             of the driver is a virtio-pcidev message UML waits for
+# Jobs: 4k random read and write at QD1 and QD16, 16k and 64k sequential
+# read and write at QD16, all on the file's first --size bytes, --secs seconds each
 # after a 1 s ramp. Each job of each leg is its own UML boot (0.2-1 s), and
 # rounds interleave the legs job by job, so that drifting load on a shared
 # machine hits them alike. Prints per job and leg the median over the rounds
 # that passed of IOPS, MB/s and p99 completion latency (fio's clat), the
-# spread of IOPS over the rounds (min-max), and the ratios iovm/qsd (IOPS:
-# > 1 is iovm faster; p99: < 1 is iovm faster).
+# spread of IOPS over the rounds (min-max), the ratios iovm/qsd (IOPS:
+# > 1 is iovm faster; p99: < 1 is iovm faster), and per leg sequential
+# writes against reads at 16k and 64k (the LSI seeds' measure: a model that
+# queued only reads ran writes at a quarter of read speed).
 #
 # What the figures mean: every fio system call in UML is a ptrace round trip
 # to the UML kernel (a host process), and UML's interrupts are host SIGIOs,
@@ -95,6 +97,7 @@ fi
 # name:rw:bs:iodepth
 JOBS="randread-4k-qd1:randread:4k:1 randread-4k-qd16:randread:4k:16
 randwrite-4k-qd1:randwrite:4k:1 randwrite-4k-qd16:randwrite:4k:16
+seqread-16k-qd16:read:16k:16 seqwrite-16k-qd16:write:16k:16
 seqread-64k-qd16:read:64k:16 seqwrite-64k-qd16:write:64k:16"
 
 # ---- the legs ----------------------------------------------------------------
@@ -133,12 +136,9 @@ leg_qsd() {
 	wait_sock "$1" "$1/backend.log"
 }
 
-# The hook for iovm's LSI over virt-pci (UML's PCI over virtio): the
-# vpci-transport work adds `iovm vhost-user-pci`; sym53c8xx drives the LSI
-# through its MMIO BAR, the disk is SCSI target 0.
+# iovm's LSI over virt-pci (UML's PCI over virtio, `iovm vhost-user-pci`):
+# sym53c8xx drives the LSI through its MMIO BAR, the disk is SCSI target 0.
 leg_iovm-lsi() {
-	"$iovm" vhost-user-pci --help >/dev/null 2>&1 ||
-		{ echo "this iovm has no vhost-user-pci (UML's PCI over virtio) yet"; return 2; }
 	[ -n "$UML_VPCI_ID" ] ||
 		{ echo "the UML kernel has no CONFIG_UML_PCI_OVER_VIRTIO"; return 2; }
 	"$iovm" vhost-user-pci --socket "$1/sock" --disk "path=$file,cache=none,if=lsi" \
@@ -296,6 +296,18 @@ if "iovm" in legs and "qsd" in legs:
             p = med(b, "p99_us")
             print("| %s | %.2f | %s |" % (j, med(a, "iops") / med(b, "iops"),
                   "%.2f" % (med(a, "p99_us") / p) if p else "-"))
+seq = [(b, "seqwrite-%s-qd16" % b, "seqread-%s-qd16" % b) for b in ("16k", "64k")]
+rows = [(l, b, med((l, w), "mbs") / med((l, r), "mbs"))
+        for l in legs for b, w, r in seq if (l, w) in runs and (l, r) in runs]
+if rows:
+    print()
+    print("| leg | seq QD16 write/read MB/s, 16k | 64k |")
+    print("|---|---:|---:|")
+    for l in legs:
+        got = {b: x for (ll, b, x) in rows if ll == l}
+        if got:
+            print("| %s | %s | %s |" % (l, *("%.2f" % got[b] if b in got else "-"
+                                                for b in ("16k", "64k"))))
 for l, why in notrun.items():
     print()
     print("not run: %s: %s" % (l, why))

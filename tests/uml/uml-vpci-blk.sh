@@ -33,13 +33,8 @@ echo "msi vectors: $nmsi"
 echo "$nmsi" >msi.count
 for bs in 4k 64k; do
 	for qd in 1 16; do
-		fio --name=v-$bs-qd$qd --filename=/dev/vda --direct=1 \
-			--ioengine=libaio --iodepth=$qd --rw=randwrite --bs=$bs \
-			--size=16M --offset=$([ $bs = 4k ] && echo 0 || echo 32M) \
-			--verify=crc32c --do_verify=1 --verify_fatal=1 \
-			--output-format=terse --terse-version=3 >fio-$bs-qd$qd.out ||
-			{ cat fio-$bs-qd$qd.out; echo "fio $bs QD$qd failed"; exit 13; }
-		echo "fio $bs QD$qd: verified"
+		uml_fio_verify /dev/vda $bs-qd$qd $bs $qd \
+			$([ $bs = 4k ] && echo 0 || echo 32M) 16M
 	done
 done
 if [ "$(cat mode)" = msix ]; then

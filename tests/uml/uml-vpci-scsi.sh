@@ -32,33 +32,20 @@ sg_readcap /dev/$sg >sg_readcap.out || { cat sg_readcap.out; exit 13; }
 sg_vpd --page=0x83 /dev/$sg >sg_vpd.out || { cat sg_vpd.out; exit 14; }
 for bs in 4k 64k; do
 	for qd in 1 16; do
-		fio --name=v-$bs-qd$qd --filename=/dev/$UML_DISK --direct=1 \
-			--ioengine=libaio --iodepth=$qd --rw=randwrite --bs=$bs \
-			--size=16M --offset=$([ $bs = 4k ] && echo 0 || echo 32M) \
-			--verify=crc32c --do_verify=1 --verify_fatal=1 \
-			--output-format=terse --terse-version=3 >fio-$bs-qd$qd.out ||
-			{ cat fio-$bs-qd$qd.out; echo "fio $bs QD$qd failed"; exit 15; }
-		echo "fio $bs QD$qd: verified"
+		uml_fio_verify /dev/$UML_DISK $bs-qd$qd $bs $qd \
+			$([ $bs = 4k ] && echo 0 || echo 32M) 16M
 	done
 done
 # unbind/rebind and driver reload, 20 times each: every cycle resets the
 # device, tears down and sets up its queues and MSI-X vectors, rescans
 bdf=$(basename "$(readlink -f /sys/block/$UML_DISK | sed 's,/virtio[0-9]*/.*,,')")
-check() {
-	uml_wait_disk sd "$1"
-	sg_inq /dev/$UML_SG >/dev/null || { echo "sg_inq after $1"; exit 16; }
-	fio --name=c --filename=/dev/$UML_DISK --direct=1 --ioengine=libaio \
-		--iodepth=4 --rw=randwrite --bs=4k --size=256k --verify=crc32c \
-		--do_verify=1 --verify_fatal=1 >fio-cycle.out ||
-		{ cat fio-cycle.out; echo "fio after $1"; exit 17; }
-}
 for i in $(seq 20); do
 	echo "$bdf" >/sys/bus/pci/drivers/virtio-pci/unbind
 	echo "$bdf" >/sys/bus/pci/drivers/virtio-pci/bind
-	check "rebind $i"
+	uml_check_sd "rebind $i"
 	modprobe -d "$UML_MODULES" -r virtio_scsi
 	modprobe -d "$UML_MODULES" virtio_scsi
-	check "reload $i"
+	uml_check_sd "reload $i"
 done
 echo "20 unbind/rebind and 20 virtio_scsi reloads" >cycles.ok
 EOS

@@ -1,6 +1,7 @@
 # Sourced inside UML by the tests' scripts (. "$UML_TESTS/uml-wait.sh";
 # lib.sh's init exports UML_TESTS, this folder): waiting for a disk that a
-# driver probes asynchronously.
+# driver probes asynchronously, and the fio jobs and checks the disk tests
+# share.
 #   uml_wait_disk PREFIX WHAT  waits up to 60 s for a disk /sys/block/PREFIX*
 #                  (vd, sd) with its /dev node and, for a SCSI disk, its sg
 #                  node; sets UML_DISK (vda, sdb...) and UML_SG (sg0..., or
@@ -33,4 +34,31 @@ uml_wait_disk() {
 		fi
 		sleep 0.1
 	done
+}
+
+#   uml_fio_verify DEV NAME BS QD OFFSET SIZE  random writes of BS at depth
+#                  QD (libaio, O_DIRECT) over SIZE bytes from OFFSET of DEV,
+#                  every block then read back and checked (verify=crc32c);
+#                  fio's terse (v3) output in fio-NAME.out. Exits 13 if fio
+#                  fails, after printing its output.
+uml_fio_verify() {
+	fio --name="$2" --filename="$1" --direct=1 --ioengine=libaio \
+		--iodepth="$4" --rw=randwrite --bs="$3" --offset="$5" --size="$6" \
+		--verify=crc32c --do_verify=1 --verify_fatal=1 \
+		--output-format=terse --terse-version=3 >"fio-$2.out" ||
+		{ cat "fio-$2.out"; echo "fio $2 failed"; exit 13; }
+	echo "fio $2: written and verified"
+}
+
+#   uml_check_sd WHAT  after WHAT (a rebind, a driver reload): the SCSI disk
+#                  is back (uml_wait_disk sd), answers sg_inq on its sg node
+#                  and takes a small verified write (4k at QD4, 256 KiB).
+#                  Exits 18 or 19 if not.
+uml_check_sd() {
+	uml_wait_disk sd "$1"
+	sg_inq "/dev/$UML_SG" >/dev/null || { echo "sg_inq after $1 failed"; exit 18; }
+	fio --name=c --filename="/dev/$UML_DISK" --direct=1 --ioengine=libaio \
+		--iodepth=4 --rw=randwrite --bs=4k --size=256k --verify=crc32c \
+		--do_verify=1 --verify_fatal=1 >fio-cycle.out ||
+		{ cat fio-cycle.out; echo "fio after $1 failed"; exit 19; }
 }
