@@ -68,8 +68,9 @@ iscsi-test-cu --dataloss --verbose -t SCSI /dev/\$UML_SG >cu.out 2>&1
 echo \$? >cu.rc
 date +%s >t1
 EOS
-	# sym53c8xx must go before UML powers off (uml-vpci-lsi.sh: its last
-	# SYNCHRONIZE CACHE would meet a virt-pci that no longer answers)
+	# sym53c8xx is unloaded before the power-off, as the suite's last
+	# step on this disk (the power-off with it bound is uml-vpci-lsi's
+	# to check: tools/uml/patches/0005)
 	[ "$1" = sym53c8xx ] && echo "modprobe -d \"\$UML_MODULES\" -r sym53c8xx"
 	return 0
 }
