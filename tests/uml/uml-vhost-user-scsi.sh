@@ -1,8 +1,9 @@
 #!/bin/sh
 # virtio_scsi in User-Mode Linux over virtio_uml (a vhost-user front-end)
 # against `iovm vhost-user-scsi` on a file, UML's memory a tmpfs file
-# (suite 'uml'): sg_inq and sg_readcap on the disk's sg node, a fio (libaio,
-# O_DIRECT) verify=crc32c of 4k random writes at QD16 on its sd node; iovm
+# (suite 'uml'): sg_inq and sg_readcap on the disk's sg node, fio (libaio,
+# O_DIRECT) verify=crc32c of random writes at 4k and 64k, QD1 and QD16, on
+# its sd node; iovm
 # must have refused nothing, still be up after UML has gone, and exit 0 on
 # SIGTERM.
 # usage: uml-vhost-user-scsi.sh IOVM   (IOVM_UML_DIR or IOVM_UML: see lib.sh)
@@ -42,18 +43,21 @@ sg_readcap /dev/$sg >cap.out || { cat cap.out; echo "sg_readcap failed"; exit 11
 grep -q "Number of logical blocks=131072" cap.out || { cat cap.out; echo "sg_readcap: capacity"; exit 11; }
 grep -q "Logical block length=512 bytes" cap.out || { cat cap.out; echo "sg_readcap: block"; exit 11; }
 echo "sg_readcap: 131072 blocks of 512 bytes"
-fio --name=4k-qd16 --filename=/dev/$sd --direct=1 --ioengine=libaio \
-	--rw=randwrite --bs=4k --iodepth=16 --size=16M \
-	--verify=crc32c --do_verify=1 --verify_fatal=1 \
-	--output-format=terse --terse-version=3 >fio.out 2>fio.err ||
-	{ cat fio.out fio.err; echo "fio failed"; exit 12; }
-echo "fio 4k-qd16: verified"
+. "$UML_TESTS/uml-wait.sh"
+for bs in 4k 64k; do
+	for qd in 1 16; do
+		uml_fio_verify /dev/$sd $bs-qd$qd $bs $qd \
+			$([ $bs = 4k ] && echo 0 || echo 32M) 16M
+	done
+done
 EOS
 backend_uml "$tmp" 8
 # terse v3: field 6 the KiB read, 47 the KiB written.
-set -- $(awk -F';' '{ print $6, $47 }' "$tmp/fio.out")
-[ "${1:-}" = 16384 ] && [ "${2:-}" = 16384 ] ||
-	uml_fail "fio: ${2:-?} KiB written, ${1:-?} KiB read back, 16384 expected"
-echo "ok: 4k QD16 randwrite+verify: $2 KiB written, $1 KiB read back and verified"
+for j in 4k-qd1 4k-qd16 64k-qd1 64k-qd16; do
+	set -- $(awk -F';' '{ print $6, $47 }' "$tmp/fio-$j.out")
+	[ "${1:-}" = 16384 ] && [ "${2:-}" = 16384 ] ||
+		uml_fail "fio $j: ${2:-?} KiB written, ${1:-?} KiB read back, 16384 expected"
+	echo "ok: $j randwrite+verify: $2 KiB written, $1 KiB read back and verified"
+done
 backend_check "$tmp"
 echo "ok: iovm refused nothing, outlived UML, exited 0 on SIGTERM; UML ran $UML_SECONDS s"
