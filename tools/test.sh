@@ -30,14 +30,15 @@ meson test -C build --print-errorlogs --num-processes 2
 
 step "unit tests under ASan+UBSan (build-asan/)"
 [ -d build-asan ] || meson setup build-asan -Db_sanitize=address,undefined \
-	-Db_lundef=false -Dguest_tests=false
+	-Db_lundef=false -Dguest_tests=false -Duml_tests=false
 ninja -C build-asan
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	meson test -C build-asan --suite unit --print-errorlogs
 
 step "fuzz harnesses (build-fuzz/, clang + libFuzzer)"
 [ -d build-fuzz ] || CC=clang meson setup build-fuzz -Dfuzz=true \
-	-Db_sanitize=address,undefined -Db_lundef=false -Dguest_tests=false
+	-Db_sanitize=address,undefined -Db_lundef=false -Dguest_tests=false \
+	-Duml_tests=false
 ninja -C build-fuzz
 meson test -C build-fuzz --suite fuzz --print-errorlogs
 
