@@ -22,8 +22,10 @@
 #                  UML's memory file is in a mktemp -d dir on /dev/shm (tmpfs,
 #                  shareable with vhost-user back-ends), removed afterwards.
 #                  UML_MEM (default 512M) sizes it; UML_TIMEOUT (default 600 s)
-#                  bounds the boot: on expiry the UML (its own processes
-#                  only) is killed, the console's tail shown and 124 returned;
+#                  bounds the boot: on expiry the blocked tasks' stacks are
+#                  asked for (sysrq w through UML's mconsole), the UML
+#                  (its own processes only) is killed,
+#                  the console's tail shown and 124 returned;
 #                  no status file (UML crashed, script killed) returns 125.
 #                  Sets UML_SECONDS: how long the UML ran (boot to power-off).
 
@@ -69,6 +71,29 @@ _uml_kill_group() {
 			kill -KILL "$p" 2>/dev/null
 	done
 	return 0
+}
+
+# _uml_sysrq MEMDIR KEY: sends "sysrq KEY" to the UML whose uml_dir is
+# MEMDIR through its management console (a datagram socket, protocol of
+# arch/um/drivers/mconsole_user.c: magic, version 2, length, text); the
+# kernel prints the answer (e.g. the blocked tasks' stacks) on its console.
+_uml_sysrq() {
+	local sock
+	sock=$(find "$1" -name mconsole -type s 2>/dev/null | head -n 1)
+	[ -n "$sock" ] || return 0
+	python3 - "$sock" "sysrq $2" <<'EOF' 2>/dev/null || true
+import os, socket, struct, sys, tempfile
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+me = tempfile.mktemp(prefix="uml-mc-")
+s.bind(me)
+try:
+    cmd = sys.argv[2].encode()
+    s.sendto(struct.pack("<III", 0xcafebabe, 2, len(cmd)) + cmd.ljust(512, b"\0"), sys.argv[1])
+    s.settimeout(5)
+    s.recv(4096)
+finally:
+    os.unlink(me)
+EOF
 }
 
 uml_run() {
@@ -118,6 +143,9 @@ EOF
 		[ "$state" != Z ]; do
 		if [ "$(date +%s)" -ge "$deadline" ]; then
 			timedout=1
+			# what UML's tasks are blocked in, for the log
+			_uml_sysrq "$memdir" w
+			sleep 1
 			break
 		fi
 		sleep 0.1
@@ -131,7 +159,7 @@ EOF
 	if [ "$timedout" = 1 ]; then
 		echo "FAIL: UML did not power off within ${UML_TIMEOUT:-600} s (killed)"
 		_uml_tail "$dir/output.log" 20
-		_uml_tail "$dir/console.log"
+		_uml_tail "$dir/console.log" 120
 		return 124
 	fi
 	if [ ! -s "$dir/status" ]; then

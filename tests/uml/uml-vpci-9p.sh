@@ -56,6 +56,7 @@ check() {
 	umount \$m/rw
 }
 for i in \$(seq 20); do
+	echo "cycle \$i"
 	echo "\$rwdev" >/sys/bus/pci/drivers/virtio-pci/unbind
 	echo "\$rwdev" >/sys/bus/pci/drivers/virtio-pci/bind
 	check "rebind \$i"

@@ -42,6 +42,7 @@ if [ "$(cat mode)" = msix ]; then
 	# the device, tears down and sets up its queues and MSI-X vectors
 	bdf=$(basename "$pdev")
 	for i in $(seq 20); do
+		echo "cycle $i"
 		echo "$bdf" >/sys/bus/pci/drivers/virtio-pci/unbind
 		echo "$bdf" >/sys/bus/pci/drivers/virtio-pci/bind
 		uml_wait_disk vd "rebind $i"

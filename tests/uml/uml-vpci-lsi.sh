@@ -107,6 +107,7 @@ done
 # chip and the bus, scans the target again and sends it commands
 bdf=$(basename "$(readlink -f /sys/block/sda | sed 's,/host[0-9]*/.*,,')")
 for i in $(seq 20); do
+	echo "cycle $i"
 	echo "$bdf" >/sys/bus/pci/drivers/sym53c8xx/unbind
 	echo "$bdf" >/sys/bus/pci/drivers/sym53c8xx/bind
 	uml_check_sd "rebind $i"

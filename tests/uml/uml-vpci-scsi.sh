@@ -40,6 +40,7 @@ done
 # device, tears down and sets up its queues and MSI-X vectors, rescans
 bdf=$(basename "$(readlink -f /sys/block/$UML_DISK | sed 's,/virtio[0-9]*/.*,,')")
 for i in $(seq 20); do
+	echo "cycle $i"
 	echo "$bdf" >/sys/bus/pci/drivers/virtio-pci/unbind
 	echo "$bdf" >/sys/bus/pci/drivers/virtio-pci/bind
 	uml_check_sd "rebind $i"
