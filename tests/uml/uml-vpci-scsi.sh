@@ -30,12 +30,7 @@ sg=$UML_SG
 sg_inq /dev/$sg >sg_inq.out || { cat sg_inq.out; exit 12; }
 sg_readcap /dev/$sg >sg_readcap.out || { cat sg_readcap.out; exit 13; }
 sg_vpd --page=0x83 /dev/$sg >sg_vpd.out || { cat sg_vpd.out; exit 14; }
-for bs in 4k 64k; do
-	for qd in 1 16; do
-		uml_fio_verify /dev/$UML_DISK $bs-qd$qd $bs $qd \
-			$([ $bs = 4k ] && echo 0 || echo 32M) 16M
-	done
-done
+uml_fio_matrix /dev/$UML_DISK
 # unbind/rebind and driver reload, 20 times each: every cycle resets the
 # device, tears down and sets up its queues and MSI-X vectors, rescans
 bdf=$(basename "$(readlink -f /sys/block/$UML_DISK | sed 's,/virtio[0-9]*/.*,,')")

@@ -62,3 +62,16 @@ uml_check_sd() {
 		--do_verify=1 --verify_fatal=1 >fio-cycle.out ||
 		{ cat fio-cycle.out; echo "fio after $1 failed"; exit 19; }
 }
+
+#   uml_fio_matrix DEV  uml_fio_verify at 4k (from 0) and 64k (from 32M), each
+#                  at QD1 and QD16, 16 MiB each: fio-4k-qd1.out ...
+#                  fio-64k-qd16.out, the disk tests' common matrix.
+uml_fio_matrix() {
+	local bs qd
+	for bs in 4k 64k; do
+		for qd in 1 16; do
+			uml_fio_verify "$1" $bs-qd$qd $bs $qd \
+				$([ $bs = 4k ] && echo 0 || echo 32M) 16M
+		done
+	done
+}
