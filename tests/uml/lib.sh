@@ -73,6 +73,23 @@ _uml_kill_group() {
 	return 0
 }
 
+# _uml_host_state PID: what the UML kernel process PID is doing, seen from
+# the host: its state, wait channel and system call, and, with gdb, the
+# UML kernel's own stack (the kernel runs in that process). For a UML that
+# no longer answers its mconsole (a loop with interrupts off, or a host
+# system call that does not return), where sysrq cannot help.
+_uml_host_state() {
+	echo "--- UML kernel process $1 on the host:"
+	for t in /proc/"$1"/task/*; do
+		echo "task ${t##*/}: state $(cut -d' ' -f3 "$t/stat" 2>/dev/null)," \
+			"wchan $(cat "$t/wchan" 2>/dev/null)," \
+			"syscall $(cut -d' ' -f1 "$t/syscall" 2>/dev/null)"
+	done
+	command -v gdb >/dev/null || { echo "(no gdb: no UML kernel stack)"; return 0; }
+	timeout 30 gdb -p "$1" -batch -nx -ex "thread apply all bt 40" \
+		"$UML_KERNEL" 2>&1 | grep -E '^(#|Thread)' || true
+}
+
 # _uml_sysrq MEMDIR KEY: sends "sysrq KEY" to the UML whose uml_dir is
 # MEMDIR through its management console (a datagram socket, protocol of
 # arch/um/drivers/mconsole_user.c: magic, version 2, length, text); the
@@ -146,6 +163,7 @@ EOF
 			# what UML's tasks are blocked in, for the log
 			_uml_sysrq "$memdir" w
 			sleep 1
+			_uml_host_state "$pid"
 			break
 		fi
 		sleep 0.1
