@@ -1,17 +1,25 @@
-/* vhost-client: a minimal vhost-user-blk front-end for benchmarking a
- * back-end with no guest at all. Guest RAM is a memfd shared with the
- * back-end; one virtqueue; requests are kept in flight at a fixed depth and
- * completions are found by polling the used ring (no interrupts asked for).
- * Reports IOPS, bandwidth, mean and p99 latency, and the back-end's CPU
- * time per I/O (from /proc/PID/task/x/schedstat of --pid).
+/* vhost-client: a minimal vhost-user-blk or vhost-user-scsi front-end for
+ * benchmarking a back-end with no guest at all. Guest RAM is a memfd shared
+ * with the back-end; one virtqueue; requests are kept in flight at a fixed
+ * depth and completions are found by polling the used ring (no interrupts
+ * asked for). Reports IOPS, bandwidth, mean and p99 latency, and the
+ * back-end's CPU time per I/O (from /proc/PID/task/x/schedstat of --pid).
  *
- *   vhost-client --socket PATH [--pid PID] [--time SEC] [--offset BYTES]
- *                [--region BYTES] [--yield] [--inflight] JOB...
+ *   vhost-client --socket PATH [--device blk|scsi] [--pid PID] [--time SEC]
+ *                [--offset BYTES] [--region BYTES] [--yield] [--inflight] JOB...
  *   JOB = NAME:randread|randwrite|read|write:BS:QD   e.g. rr:randread:4k:1
  * I/O stays inside [offset, offset+region) of the disk (default: offset 1M,
  * region 64M, as bench/blk-floor and the probe). --inflight asks for the
  * back-end's inflight buffer (INFLIGHT_SHMFD) and hands it back, as QEMU's
  * vhost-user-blk does: the cost of that bookkeeping shows.
+ *
+ * --device scsi (default blk) drives a virtio-scsi HBA instead: only its
+ * first request queue (virtqueue 2) is set up, and each I/O is a READ(16)
+ * or WRITE(16) to target 0, LUN 0. Before the jobs, TEST UNIT READY is sent
+ * until GOOD and READ CAPACITY(16) gives the disk's size and block size. A
+ * command that does not end in VIRTIO_SCSI_S_OK and GOOD, with all its data
+ * moved, stops the client with its sense key/ASC/ASCQ. Neither mode checks
+ * the data read (writes carry a fixed fill pattern).
  *
  * One line per job on stdout, in bench/blk-floor's format:
  *   job=NAME iops=N bw_mbs=N lat_mean_us=N lat_p99_us=N ios=N cpu_us_per_io=N */
@@ -33,9 +41,11 @@
 #include <unistd.h>
 
 #include "lib/clock.h"
+#include "lib/le.h"
 #include "vhost/proto.h"
 #include "virtio/blk.h"
 #include "virtio/ring.h"
+#include "virtio/scsi.h"
 #include "vwire.h"
 
 #define QSIZE 256
@@ -46,6 +56,10 @@
 static int sock;
 static uint8_t *ram;
 static bool inflight;
+/* --device scsi; the virtqueue used: blk's only one, or scsi's first
+ * request queue. */
+static bool scsi;
+static unsigned int qidx;
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
@@ -140,6 +154,9 @@ struct ring {
 static struct ring vq;
 static const uint64_t desc_gpa = 0, avail_gpa = 0x4000, used_gpa = 0x8000;
 
+/* One request in flight. blk: hdr is the virtio_blk_outhdr, status its
+ * status byte. scsi: hdr is the virtio_scsi_cmd_req (header and CDB),
+ * status the start of the virtio_scsi_cmd_resp. */
 struct slot {
 	struct virtio_blk_outhdr {
 		uint32_t type;
@@ -153,11 +170,18 @@ struct slot {
 
 static struct slot slots[MAX_QD];
 
+/* Request/response areas: blk 32 bytes a slot, scsi SCSI_SLOT (the
+ * response at half of it), all below DATA_OFF. */
+#define SLOT_AREA 0x10000
+#define SCSI_SLOT 512u
+
+/* The protocol features agreed with the back-end. */
+static uint64_t pf;
 
 static void setup(const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	uint64_t f, pf;
+	uint64_t f;
 	int memfd, call;
 
 	sock = socket(AF_UNIX, SOCK_STREAM, 0);
@@ -186,10 +210,14 @@ static void setup(const char *path)
 	      (inflight ? 1ull << VHU_PF_INFLIGHT_SHMFD : 0);
 	send_msg(VHU_SET_PROTOCOL_FEATURES, 0, &pf, 8, NULL, 0);
 	send_acked(VHU_SET_OWNER, NULL, 0, NULL, 0);
+	if (scsi && (pf & (1ull << VHU_PF_MQ)) && get_u64(VHU_GET_QUEUE_NUM) <= qidx)
+		die("back-end has no virtqueue %u (is it virtio-scsi?)", qidx);
 	/* No event index: the avail ring's NO_INTERRUPT flag then tells the
-	 * back-end not to signal, as this client polls. */
+	 * back-end not to signal, as this client polls. virtio-scsi: no
+	 * device features (no hotplug events, T10 PI or bidirectional
+	 * commands are used). */
 	f = (1ull << VIRTIO_F_VERSION_1) | (1ull << VHU_F_PROTOCOL_FEATURES) |
-	    (f & (1ull << VIRTIO_BLK_F_FLUSH));
+	    (scsi ? 0 : f & (1ull << VIRTIO_BLK_F_FLUSH));
 	send_acked(VHU_SET_FEATURES, &f, 8, NULL, 0);
 	{
 		struct vhu_mem_table t = { .nregions = 1 };
@@ -199,7 +227,7 @@ static void setup(const char *path)
 			   &memfd, 1);
 	}
 	if (inflight) {
-		struct vhu_inflight in = { 0, 0, 1, QSIZE };
+		struct vhu_inflight in = { 0, 0, qidx + 1, QSIZE };
 		int fd;
 
 		send_msg(VHU_GET_INFLIGHT_FD, 0, &in, sizeof(in), NULL, 0);
@@ -212,11 +240,11 @@ static void setup(const char *path)
 	vq.used = (volatile uint16_t *)(ram + used_gpa);
 	vq.avail[0] = VIRTQ_AVAIL_F_NO_INTERRUPT;
 	{
-		struct vhu_vring_state st = { 0, QSIZE };
-		struct vhu_vring_addr a = { 0, 0, (uintptr_t)ram + desc_gpa,
+		struct vhu_vring_state st = { qidx, QSIZE };
+		struct vhu_vring_addr a = { qidx, 0, (uintptr_t)ram + desc_gpa,
 					    (uintptr_t)ram + used_gpa,
 					    (uintptr_t)ram + avail_gpa, 0 };
-		uint64_t idx = 0;
+		uint64_t idx = qidx;
 
 		send_acked(VHU_SET_VRING_NUM, &st, sizeof(st), NULL, 0);
 		send_acked(VHU_SET_VRING_ADDR, &a, sizeof(a), NULL, 0);
@@ -232,6 +260,21 @@ static void setup(const char *path)
 	close(memfd);
 }
 
+static void publish(void)
+{
+	uint16_t used_flags;
+
+	__atomic_store_n(&vq.avail[1], vq.avail_idx, __ATOMIC_RELEASE);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	used_flags = __atomic_load_n(&vq.used[0], __ATOMIC_ACQUIRE);
+	if (!(used_flags & VIRTQ_USED_F_NO_NOTIFY)) {
+		uint64_t one = 1;
+
+		if (write(vq.kick, &one, sizeof(one)) != sizeof(one))
+			die("kick: %s", strerror(errno));
+	}
+}
+
 static uint64_t capacity_bytes(void)
 {
 	struct vhu_config c = { .offset = 0, .size = 8 };
@@ -242,6 +285,198 @@ static uint64_t capacity_bytes(void)
 		die("GET_CONFIG failed");
 	memcpy(&sectors, c.data, 8);
 	return sectors * 512;
+}
+
+/* ---- virtio-scsi ---- */
+
+#define SCSI_TEST_UNIT_READY 0x00
+#define SCSI_READ_16 0x88
+#define SCSI_WRITE_16 0x8a
+#define SCSI_SERVICE_ACTION_IN_16 0x9e
+#define SCSI_SAI_READ_CAPACITY_16 0x10
+#define SCSI_STATUS_GOOD 0x00
+#define SCSI_STATUS_CHECK_CONDITION 0x02
+#define SCSI_SENSE_UNIT_ATTENTION 0x6
+
+/* Target 0, LUN 0, in the virtio-scsi LUN field: 1, the target, then the
+ * LUN in flat space addressing (0x40 | LUN >> 8, LUN & 0xff), as Linux's
+ * virtio_scsi sends it; iovm decodes flat space and peripheral addressing
+ * alike. */
+static const uint8_t scsi_lun[8] = { 1, 0, 0x40, 0, 0, 0, 0, 0 };
+/* cdb_size and sense_size from the config space (the spec's defaults if
+ * the back-end has no config messages); disk block size and size. */
+static uint32_t cdb_size = VIRTIO_SCSI_CDB_DEFAULT;
+static uint32_t sense_size = VIRTIO_SCSI_SENSE_DEFAULT;
+static uint32_t max_sectors = 0xffff;
+static uint32_t lbsize;
+static uint64_t tag;
+
+/* SCSI's big-endian fields. */
+static void be_put(uint8_t *p, uint64_t v, unsigned int n)
+{
+	while (n--) {
+		p[n] = v;
+		v >>= 8;
+	}
+}
+
+static uint64_t be_get(const uint8_t *p, unsigned int n)
+{
+	uint64_t v = 0;
+
+	while (n--)
+		v = v << 8 | *p++;
+	return v;
+}
+
+static void scsi_config(void)
+{
+	struct vhu_config c = { .offset = 0, .size = VIRTIO_SCSI_CFG_LEN };
+
+	if (!(pf & (1ull << VHU_PF_CONFIG)))
+		return;
+	send_msg(VHU_GET_CONFIG, 0, &c, VHU_CONFIG_HDR_SIZE + c.size, NULL, 0);
+	if (recv_reply(VHU_GET_CONFIG, &c, sizeof(c)) != VHU_CONFIG_HDR_SIZE + c.size)
+		die("GET_CONFIG failed");
+	if (!le_get32(c.data + VIRTIO_SCSI_CFG_NUM_QUEUES))
+		die("virtio-scsi config: no request queues");
+	cdb_size = le_get32(c.data + VIRTIO_SCSI_CFG_CDB_SIZE);
+	sense_size = le_get32(c.data + VIRTIO_SCSI_CFG_SENSE_SIZE);
+	max_sectors = le_get32(c.data + VIRTIO_SCSI_CFG_MAX_SECTORS);
+	if (cdb_size < 16 || VIRTIO_SCSI_REQ_HDR + cdb_size > SCSI_SLOT / 2 ||
+	    VIRTIO_SCSI_RESP_HDR + sense_size > SCSI_SLOT / 2)
+		die("virtio-scsi config: cdb_size %u or sense_size %u does not fit (cdb_size 16-%u, sense_size up to %u)",
+		    cdb_size, sense_size, SCSI_SLOT / 2 - VIRTIO_SCSI_REQ_HDR,
+		    SCSI_SLOT / 2 - VIRTIO_SCSI_RESP_HDR);
+}
+
+static void scsi_slot_init(unsigned int s)
+{
+	uint8_t *h = ram + SLOT_AREA + s * SCSI_SLOT;
+
+	slots[s].hdr = (void *)h;
+	slots[s].status = h + SCSI_SLOT / 2;
+	memset(h, 0, VIRTIO_SCSI_REQ_HDR + cdb_size);	/* task attr SIMPLE (0) */
+	memcpy(h, scsi_lun, sizeof(scsi_lun));
+}
+
+static uint8_t *scsi_cdb(unsigned int s)
+{
+	return (uint8_t *)slots[s].hdr + VIRTIO_SCSI_REQ_HDR;
+}
+
+/* Fills slot s's three descriptors: the request header (with the CDB),
+ * then data out, the response, or the response, then data in; none: the
+ * request and the response only. The response byte starts at 0xff, which
+ * no back-end writes, so that an unanswered request shows. */
+static void scsi_queue(unsigned int s, uint32_t len, bool to_dev)
+{
+	struct slot *sl = &slots[s];
+	struct virtq_desc *d = &vq.desc[s * 3];
+	uint64_t req = (uint8_t *)sl->hdr - ram, resp = sl->status - ram;
+	uint32_t rlen = VIRTIO_SCSI_RESP_HDR + sense_size;
+	uint16_t a = vq.avail_idx++;
+
+	le_put64((uint8_t *)sl->hdr + 8, tag++);
+	sl->status[11] = 0xff;
+	d[0] = (struct virtq_desc){ req, VIRTIO_SCSI_REQ_HDR + cdb_size, VIRTQ_DESC_F_NEXT,
+				    s * 3 + 1 };
+	if (!len)
+		d[1] = (struct virtq_desc){ resp, rlen, VIRTQ_DESC_F_WRITE, 0 };
+	else if (to_dev) {
+		d[1] = (struct virtq_desc){ sl->data_gpa, len, VIRTQ_DESC_F_NEXT, s * 3 + 2 };
+		d[2] = (struct virtq_desc){ resp, rlen, VIRTQ_DESC_F_WRITE, 0 };
+	} else {
+		d[1] = (struct virtq_desc){ resp, rlen, VIRTQ_DESC_F_NEXT | VIRTQ_DESC_F_WRITE,
+					    s * 3 + 2 };
+		d[2] = (struct virtq_desc){ sl->data_gpa, len, VIRTQ_DESC_F_WRITE, 0 };
+	}
+	vq.avail[2 + (a % QSIZE)] = s * 3;
+}
+
+/* The outcome of slot s's command, as an initiator sees it: 0 GOOD with
+ * every byte moved; else the sense key (fixed or descriptor format sense)
+ * of a CHECK CONDITION, or -1, with a one-line description in msg. */
+static int scsi_result(unsigned int s, char *msg, size_t len)
+{
+	const uint8_t *r = slots[s].status, *sense = r + VIRTIO_SCSI_RESP_HDR;
+	uint32_t sense_len = le_get32(r), resid = le_get32(r + 4);
+	uint8_t key = 0, asc = 0, ascq = 0;
+
+	if (r[11] != VIRTIO_SCSI_S_OK) {
+		snprintf(msg, len, "virtio-scsi response %u%s", r[11],
+			 r[11] == 0xff ? " (none written: is the back-end virtio-scsi?)" : "");
+		return -1;
+	}
+	if (r[10] == SCSI_STATUS_GOOD) {
+		if (!resid)
+			return 0;
+		snprintf(msg, len, "GOOD but %u bytes not moved", resid);
+		return -1;
+	}
+	if (sense_len > sense_size)
+		sense_len = sense_size;
+	if (r[10] != SCSI_STATUS_CHECK_CONDITION || sense_len < 4) {
+		snprintf(msg, len, "SCSI status 0x%02x", r[10]);
+		return -1;
+	}
+	if ((sense[0] & 0x7f) >= 0x72) {	/* descriptor format */
+		key = sense[1] & 0xf;
+		asc = sense[2];
+		ascq = sense[3];
+	} else if (sense_len >= 14) {
+		key = sense[2] & 0xf;
+		asc = sense[12];
+		ascq = sense[13];
+	}
+	snprintf(msg, len, "CHECK CONDITION, sense key 0x%x, ASC/ASCQ 0x%02x/0x%02x", key, asc,
+		 ascq);
+	return key ? key : -1;
+}
+
+/* Runs one command on slot 0 and waits for it (setup only: no job runs).
+ * Returns scsi_result's value. */
+static int scsi_sync(const uint8_t *cdb, unsigned int cdb_len, uint32_t in_len,
+		     char *msg, size_t len)
+{
+	uint64_t deadline = mono_ns() + 10000000000ull;
+
+	slots[0].data_gpa = DATA_OFF;
+	scsi_slot_init(0);
+	memcpy(scsi_cdb(0), cdb, cdb_len);
+	scsi_queue(0, in_len, false);
+	publish();
+	while (__atomic_load_n(&vq.used[1], __ATOMIC_ACQUIRE) == vq.used_idx) {
+		if (mono_ns() > deadline)
+			die("SCSI command 0x%02x: no completion in 10 s", cdb[0]);
+		sched_yield();
+	}
+	vq.used_idx++;
+	return scsi_result(0, msg, len);
+}
+
+/* Brings LUN 0 up as an initiator would: TEST UNIT READY until GOOD (a
+ * unit attention, e.g. power on or reset, is reported once and cleared by
+ * being reported; iovm's disks start without one), then READ CAPACITY(16)
+ * for the block size and the size in bytes. */
+static uint64_t scsi_start(void)
+{
+	uint8_t tur[6] = { SCSI_TEST_UNIT_READY };
+	uint8_t rc[16] = { SCSI_SERVICE_ACTION_IN_16, SCSI_SAI_READ_CAPACITY_16 };
+	const uint8_t *d = ram + DATA_OFF;
+	char msg[128];
+	int ret, tries;
+
+	for (tries = 0; (ret = scsi_sync(tur, sizeof(tur), 0, msg, sizeof(msg))); tries++)
+		if (ret != SCSI_SENSE_UNIT_ATTENTION || tries == 8)
+			die("TEST UNIT READY: %s", msg);
+	be_put(rc + 10, 32, 4);
+	if (scsi_sync(rc, sizeof(rc), 32, msg, sizeof(msg)))
+		die("READ CAPACITY(16): %s", msg);
+	lbsize = be_get(d + 8, 4);
+	if (lbsize < 512 || lbsize & (lbsize - 1))
+		die("READ CAPACITY(16): block size %u", lbsize);
+	return (be_get(d, 8) + 1) * lbsize;
 }
 
 /* ---- jobs ---- */
@@ -263,7 +498,15 @@ static uint64_t next_rand(void)
 	return rng;
 }
 
-static void submit(unsigned int s, const struct job *j, uint64_t off)
+/* scsi: the CDB's LBA; the rest of it was set per job (scsi_job_init). */
+static void scsi_submit(unsigned int s, const struct job *j, uint64_t off)
+{
+	be_put(scsi_cdb(s) + 2, off / lbsize, 8);
+	scsi_queue(s, j->bs, j->write);
+	slots[s].t0 = mono_ns();
+}
+
+static void blk_submit(unsigned int s, const struct job *j, uint64_t off)
 {
 	struct slot *sl = &slots[s];
 	struct virtq_desc *d = &vq.desc[s * 3];
@@ -282,19 +525,12 @@ static void submit(unsigned int s, const struct job *j, uint64_t off)
 	sl->t0 = mono_ns();
 }
 
-static void publish(void)
+static void submit(unsigned int s, const struct job *j, uint64_t off)
 {
-	uint16_t used_flags;
-
-	__atomic_store_n(&vq.avail[1], vq.avail_idx, __ATOMIC_RELEASE);
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	used_flags = __atomic_load_n(&vq.used[0], __ATOMIC_ACQUIRE);
-	if (!(used_flags & VIRTQ_USED_F_NO_NOTIFY)) {
-		uint64_t one = 1;
-
-		if (write(vq.kick, &one, sizeof(one)) != sizeof(one))
-			die("kick: %s", strerror(errno));
-	}
+	if (scsi)
+		scsi_submit(s, j, off);
+	else
+		blk_submit(s, j, off);
 }
 
 /* CPU time (ns) used so far by every thread of pid. */
@@ -352,11 +588,20 @@ static void run_job(const struct job *j, uint64_t cap, double secs, int pid)
 
 	if (!lat || !nblocks || region_off + region_len > cap || region_off % j->bs)
 		die("job %s: region does not fit the disk or the block size", j->name);
+	if (scsi && (j->bs % lbsize || j->bs / 512 > max_sectors))
+		die("job %s: block size %u is not a multiple of the disk's %u or above max_sectors %u",
+		    j->name, j->bs, lbsize, max_sectors);
 	for (unsigned int s = 0; s < j->qd; s++) {
 		uint8_t *base = ram + DATA_OFF + (size_t)s * (j->bs + 4096);
 
-		slots[s].hdr = (void *)(ram + 0x10000 + s * 32);
-		slots[s].status = ram + 0x10000 + s * 32 + 16;
+		if (scsi) {
+			scsi_slot_init(s);
+			scsi_cdb(s)[0] = j->write ? SCSI_WRITE_16 : SCSI_READ_16;
+			be_put(scsi_cdb(s) + 10, j->bs / lbsize, 4);
+		} else {
+			slots[s].hdr = (void *)(ram + SLOT_AREA + s * 32);
+			slots[s].status = ram + SLOT_AREA + s * 32 + 16;
+		}
 		slots[s].data_gpa = base - ram;
 		memset(base, 0x5a + s, j->bs);
 	}
@@ -382,9 +627,18 @@ static void run_job(const struct job *j, uint64_t cap, double secs, int pid)
 			uint64_t l;
 
 			vq.used_idx++;
-			if (s >= j->qd || *slots[s].status != VIRTIO_BLK_S_OK)
+			if (s >= j->qd)
+				die("job %s: used ring names descriptor %u, not one of ours",
+				    j->name, e[0]);
+			if (scsi) {
+				char msg[128];
+
+				if (scsi_result(s, msg, sizeof(msg)))
+					die("job %s: %s at LBA %" PRIu64, j->name, msg,
+					    be_get(scsi_cdb(s) + 2, 8));
+			} else if (*slots[s].status != VIRTIO_BLK_S_OK)
 				die("job %s: request failed (status %u)", j->name,
-				    s < j->qd ? *slots[s].status : 255);
+				    *slots[s].status);
 			if (!t)
 				t = mono_ns();
 			l = t - slots[s].t0;
@@ -459,6 +713,9 @@ static void parse_job(const char *arg, struct job *j)
 		die("job %s needs more buffer memory", arg);
 }
 
+static const char usage[] =
+	"usage: vhost-client --socket PATH [--device blk|scsi] [--pid PID] [--time SEC] [--offset B] [--region B] [--yield] [--inflight] NAME:RW:BS:QD...";
+
 int main(int argc, char **argv)
 {
 	const char *path = NULL;
@@ -469,6 +726,12 @@ int main(int argc, char **argv)
 	for (i = 1; i < argc && argv[i][0] == '-'; i++) {
 		if (!strcmp(argv[i], "--socket") && i + 1 < argc)
 			path = argv[++i];
+		else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
+			i++;
+			if (strcmp(argv[i], "blk") && strcmp(argv[i], "scsi"))
+				die("--device %s: blk or scsi", argv[i]);
+			scsi = !strcmp(argv[i], "scsi");
+		}
 		else if (!strcmp(argv[i], "--pid") && i + 1 < argc)
 			pid = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--time") && i + 1 < argc)
@@ -482,12 +745,17 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--region") && i + 1 < argc)
 			region_len = strtoull(argv[++i], NULL, 0);
 		else
-			die("usage: vhost-client --socket PATH [--pid PID] [--time SEC] [--offset B] [--region B] [--yield] [--inflight] NAME:RW:BS:QD...");
+			die("%s", usage);
 	}
 	if (!path || i == argc)
-		die("usage: vhost-client --socket PATH [--pid PID] [--time SEC] [--offset B] [--region B] [--yield] [--inflight] NAME:RW:BS:QD...");
+		die("%s", usage);
+	qidx = scsi ? VIRTIO_SCSI_REQ_Q0 : 0;
 	setup(path);
-	cap = capacity_bytes();
+	if (scsi) {
+		scsi_config();
+		cap = scsi_start();
+	} else
+		cap = capacity_bytes();
 	for (; i < argc; i++) {
 		struct job j;
 
