@@ -3,7 +3,7 @@
 # vhost-user-blk always asks for) costs `iovm vhost-user-blk`: the same jobs
 # from bench/vhost-client without and with --inflight, alternated, on the
 # same file in the same run. Prints the median run of each (by IOPS) and the
-# ratios.
+# ratios. A run that fails is reported and the others go on (exit status 1).
 # Usage: bench/vhost-inflight.sh [BUILD_DIR]   (env: FILE, SIZE_MB, TIME, ROUNDS;
 #        -h, --help: this text)
 # Run it under /work/heavy (or alone on the machine).
@@ -22,10 +22,13 @@ make_file
 
 # run MODE JOB: one back-end, one client job; MODE plain or inflight.
 run() {
-	start_iovm
+	if ! start_iovm; then
+		leg_failed "mode=$1" "$2" "iovm vhost-user-blk did not start"
+		return 0
+	fi
 	opt=
 	[ "$1" = plain ] || opt=--inflight
-	run_client iovm "mode=$1" "$2" $opt
+	run_client iovm "mode=$1" "$2" $opt || stop_backend
 	wait_backend
 }
 
@@ -48,3 +51,4 @@ for j in jobs:
         print("| %s | %.3f | %.3f |" % (j, float(i["iops"]) / float(p["iops"]),
               float(i["cpu_us_per_io"]) / float(p["cpu_us_per_io"])))
 EOF
+report_failed

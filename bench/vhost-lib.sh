@@ -1,7 +1,8 @@
 # Shared by the vhost-user benchmarks (bench/vhost.sh, vhost-inflight.sh),
 # sourced first with the build folder as $1: the paths, the test file, the
-# work folder, `iovm vhost-user-blk` and bench/vhost-client runs, and the
-# median selection of the result tables. Not a command.
+# work folder, `iovm vhost-user-blk` / `vhost-user-scsi` and
+# bench/vhost-client runs, the record of failed legs, and the median
+# selection of the result tables. Not a command.
 
 me=${0##*/}
 # -h, --help: the script's header comment (what it measures, its usage
@@ -44,27 +45,54 @@ make_file() {
 	fi
 }
 
-# wait_sock PATH: waits up to 5 s for the back-end's socket.
+# A benchmark that loses one leg still reports the others: a back-end
+# that does not come up or a client run that fails is noted (leg_failed)
+# and the script goes on; report_failed lists them after the tables.
+
+# leg_failed LABEL JOB [REASON]: notes on stderr and in $work/failed that
+# LABEL's JOB gave no result.
+leg_failed() {
+	echo "$me: $1 job ${2%%:*} failed${3:+: $3}" >&2
+	echo "$1 job ${2%%:*}" >>"$work/failed"
+}
+
+# report_failed: the failed legs, if any, after the tables; returns 1 then.
+report_failed() {
+	[ -s "$work/failed" ] || return 0
+	echo
+	echo "Failed legs (no result; the reasons are on stderr):"
+	sed 's/^/- /' "$work/failed"
+	return 1
+}
+
+# wait_sock PATH: waits up to 5 s for the back-end's socket NAME.sock;
+# else says so with its log NAME.log (not the other legs' logs) and
+# returns 1.
 wait_sock() {
 	for _ in $(seq 100); do
 		[ -S "$1" ] && return 0
 		sleep 0.05
 	done
 	echo "$me: no socket at $1" >&2
-	cat "$work"/*.log >&2
-	exit 1
+	[ ! -f "${1%.sock}.log" ] || cat "${1%.sock}.log" >&2
+	return 1
 }
 
-# start_iovm: `iovm vhost-user-blk --once` serving $file (cache=none, then
-# $IOVM_DISK_OPTS) on $work/iovm.sock, its pid in $bpid; returns when the
-# socket is there.
+# start_iovm [DEVICE]: `iovm vhost-user-DEVICE --once` (DEVICE blk, the
+# default, or scsi) serving $file (cache=none, then $IOVM_DISK_OPTS) on
+# $work/iovm.sock (blk) or $work/iovm-scsi.sock, its pid in $bpid; returns
+# when the socket is there, or 1 (with the back-end stopped) if it never
+# comes.
 start_iovm() {
-	rm -f "$work/iovm.sock"
-	"$iovm" vhost-user-blk --socket "$work/iovm.sock" \
+	dev=${1:-blk}
+	name=iovm
+	[ "$dev" = blk ] || name=iovm-$dev
+	rm -f "$work/$name.sock"
+	"$iovm" "vhost-user-$dev" --socket "$work/$name.sock" \
 		--disk "path=$file,cache=none${IOVM_DISK_OPTS:+,$IOVM_DISK_OPTS}" \
-		--once >"$work/iovm.log" 2>&1 &
+		--once >"$work/$name.log" 2>&1 &
 	bpid=$!
-	wait_sock "$work/iovm.sock"
+	wait_sock "$work/$name.sock" || { stop_backend; return 1; }
 }
 
 # wait_backend: waits for the back-end $bpid to exit (iovm --once: after
@@ -74,14 +102,32 @@ wait_backend() {
 	bpid=""
 }
 
+# stop_backend: stops the back-end $bpid (SIGTERM) and waits for it.
+stop_backend() {
+	kill "$bpid" 2>/dev/null || true
+	wait_backend
+}
+
 # run_client NAME LABEL JOB [OPTION...]: one bench/vhost-client job of $t
 # seconds against the back-end $bpid on $work/NAME.sock; its result line,
-# after LABEL, is appended to $work/results.
+# after LABEL, is appended to $work/results. A client that fails, or runs
+# a minute past its time (a back-end that stopped answering), is a failed
+# leg (leg_failed, the end of $work/NAME.log on stderr): returns 1, and the
+# caller stops the back-end.
 run_client() {
 	sock=$1 label=$2 job=$3
 	shift 3
-	"$client" --socket "$work/$sock.sock" --pid "$bpid" --time "$t" "$@" "$job" |
-		sed "s/^/$label /" >>"$work/results"
+	limit=$(awk -v t="$t" 'BEGIN { print int(t) + 60 }')
+	rc=0
+	timeout -k 5 "$limit" "$client" --socket "$work/$sock.sock" --pid "$bpid" \
+		--time "$t" "$@" "$job" >"$work/client.out" || rc=$?
+	sed "s/^/$label /" "$work/client.out" >>"$work/results"
+	[ $rc != 0 ] || return 0
+	[ ! -f "$work/$sock.log" ] || tail -n 5 "$work/$sock.log" >&2
+	why="vhost-client exit status $rc"
+	[ $rc != 124 ] || why="vhost-client timed out after $limit s"
+	leg_failed "$label" "$job" "$why"
+	return 1
 }
 
 # print_header [TEXT]: the run's first line: time, machine, load and

@@ -12,6 +12,9 @@
 # Reports IOPS, MB/s, mean and p99 latency, CPU per I/O of the back-end (all
 # its threads; for the floor, blk-floor's own CPU), and ratios against qsd
 # and the floor.
+# A leg that fails (a back-end that does not start, a client error) is
+# reported on stderr and under the tables, the others still run; the exit
+# status is then 1.
 #
 # Usage: bench/vhost.sh [BUILD_DIR]     (default build; -h, --help: this text)
 # Environment: FILE (default /var/tmp/iovm-vhost-bench.img), SIZE_MB (256),
@@ -34,7 +37,7 @@ seqwrite-64k-qd16:write:64k:16"
 
 floor=$build/bench/blk-floor
 need_built "$iovm" "$client" "$floor"
-for p in qemu-storage-daemon; do
+for p in qemu-storage-daemon timeout; do
 	command -v $p >/dev/null || { echo "vhost.sh: $p missing (tools/install-deps.sh)" >&2; exit 1; }
 done
 
@@ -42,8 +45,11 @@ make_work iovm-vhost-bench
 make_file
 
 run_iovm() {
-	start_iovm
-	run_client iovm backend=iovm "$1" $yield
+	if ! start_iovm; then
+		leg_failed backend=iovm "$1" "iovm vhost-user-blk did not start"
+		return 0
+	fi
+	run_client iovm backend=iovm "$1" $yield || stop_backend
 	wait_backend
 }
 
@@ -54,15 +60,21 @@ run_qsd() {
 		--export "type=vhost-user-blk,id=e,node-name=n,addr.type=unix,addr.path=$work/qsd.sock,writable=on" \
 		>"$work/qsd.log" 2>&1 &
 	bpid=$!
-	wait_sock "$work/qsd.sock"
-	run_client qsd backend=qsd "$1" $yield
-	kill "$bpid"
-	wait_backend
+	if ! wait_sock "$work/qsd.sock"; then
+		stop_backend
+		leg_failed backend=qsd "$1" "qemu-storage-daemon did not start"
+		return 0
+	fi
+	run_client qsd backend=qsd "$1" $yield || true
+	stop_backend
 }
 
 # The floor: blk-floor runs the five jobs on the file itself.
 run_floor() {
-	"$floor" "$file" --secs "$t" | grep '^job=' | sed 's/^/backend=floor /' >>"$work/results"
+	rc=0
+	"$floor" "$file" --secs "$t" >"$work/floor.out" 2>"$work/floor.log" || rc=$?
+	grep '^job=' "$work/floor.out" | sed 's/^/backend=floor /' >>"$work/results" || true
+	[ $rc = 0 ] || { cat "$work/floor.log" >&2; leg_failed backend=floor all "blk-floor exit status $rc"; }
 }
 
 # Jobs interleave the set-ups, so that drifting load on a shared machine
@@ -89,3 +101,4 @@ for j in jobs:
           float(i["iops"]) / float(f["iops"]),
           float(i["cpu_us_per_io"]) / float(q["cpu_us_per_io"])))
 EOF
+report_failed
