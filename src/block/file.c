@@ -22,6 +22,7 @@
 
 #include "block/backend.h"
 #include "lib/clock.h"
+#include "lib/iotrace.h"
 #include "lib/iov.h"
 #include "lib/log.h"
 
@@ -465,12 +466,34 @@ unsigned int blkq_inflight(const struct blk_queue *q)
 	return q->used;
 }
 
+/* io_uring_submit and io_uring_submit_and_wait(1) of the queue's own
+ * thread, traced (lib/iotrace.h: IOT_ENTER and its return). */
+static inline int ring_submit(struct blk_queue *q)
+{
+	int ret;
+
+	iotrace(IOT_ENTER, IOT_ENTER_SUBMIT, io_uring_sq_ready(&q->ring));
+	ret = io_uring_submit(&q->ring);
+	iotrace(IOT_ENTER_DONE, 0, (uint32_t)ret);
+	return ret;
+}
+
+static inline int ring_submit_wait(struct blk_queue *q)
+{
+	int ret;
+
+	iotrace(IOT_ENTER, IOT_ENTER_WAIT, io_uring_sq_ready(&q->ring));
+	ret = io_uring_submit_and_wait(&q->ring, 1);
+	iotrace(IOT_WAKE, 0, (uint32_t)ret);
+	return ret;
+}
+
 static struct io_uring_sqe *get_sqe(struct blk_queue *q)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
 
 	if (!sqe) {
-		io_uring_submit(&q->ring);
+		ring_submit(q);
 		q->unsubmitted = 0;
 		sqe = io_uring_get_sqe(&q->ring);
 	}
@@ -574,7 +597,7 @@ static bool prep_gate(struct blk_queue *q, int gate)
 	struct io_uring_sqe *sqe;
 
 	if (io_uring_sq_space_left(&q->ring) < 2) {
-		io_uring_submit(&q->ring);
+		ring_submit(q);
 		q->unsubmitted = 0;
 	}
 	sqe = get_sqe(q);
@@ -1105,7 +1128,7 @@ int blkq_submit(struct blk_queue *q)
 	helper_arm(q);	/* if the ring was full when it was due */
 	if (!q->unsubmitted)
 		return 0;
-	ret = io_uring_submit(&q->ring);
+	ret = ring_submit(q);
 	if (ret < 0)
 		return ret;
 	q->unsubmitted = 0;
@@ -1249,20 +1272,29 @@ bool blkq_spin(struct blk_queue *q, uint64_t ns, bool (*more)(void *),
 		return true;
 	if (!ns)
 		return io_uring_cq_ready(&q->ring) > 0;
+	iotrace(IOT_SPIN_START, 0, ns < UINT32_MAX ? (uint32_t)ns : UINT32_MAX);
 	deadline = mono_ns() + ns;
 	for (;;) {
-		if (io_uring_cq_ready(&q->ring) || (more && more(arg)))
+		if (io_uring_cq_ready(&q->ring) || (more && more(arg))) {
+			iotrace(IOT_SPIN_END, io_uring_cq_ready(&q->ring) ?
+				IOT_SPIN_CQE : IOT_SPIN_MORE, i);
 			return true;
+		}
 		/* Completions of file I/O are posted by task work that runs
 		 * only when this thread enters the kernel. */
 		if (!q->taskrun_flag ||
-		    (IO_URING_READ_ONCE(*q->ring.sq.kflags) & IORING_SQ_TASKRUN))
+		    (IO_URING_READ_ONCE(*q->ring.sq.kflags) & IORING_SQ_TASKRUN)) {
+			iotrace(IOT_ENTER, IOT_ENTER_GETEVENTS, 0);
 			io_uring_get_events(&q->ring);
-		else
+		} else {
 			__builtin_ia32_pause();
-		if (!(++i & 15) && mono_ns() >= deadline)
+		}
+		if (!(++i & 15) && mono_ns() >= deadline) {
+			iotrace(IOT_SPIN_END, io_uring_cq_ready(&q->ring) ?
+				IOT_SPIN_CQE : IOT_SPIN_TIMEOUT, i);
 			return io_uring_cq_ready(&q->ring) > 0 ||
 			       (more && more(arg));
+		}
 	}
 }
 
@@ -1281,7 +1313,7 @@ int blkq_wait(struct blk_queue *q)
 		return 0;
 	helper_arm(q);
 	while (!io_uring_cq_ready(&q->ring) && (q->used || q->polls_used)) {
-		int ret = io_uring_submit_and_wait(&q->ring, 1);
+		int ret = ring_submit_wait(q);
 
 		if (ret == -EAGAIN && ++again < BLKQ_EAGAIN_TRIES) {
 			if (again == 1)
@@ -1318,6 +1350,7 @@ int blkq_reap(struct blk_queue *q, bool wait)
 			return ret;
 		n = reap_ready(q);
 	}
+	iotrace(IOT_REAP_PASS, 0, (uint32_t)n);
 	/* What the callbacks queued goes out with the caller's blkq_submit
 	 * or, in one system call, with its next blocking blkq_reap. */
 	return n;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "block/backend.h"
+#include "lib/iotrace.h"
 #include "lib/iov.h"
 #include "lib/le.h"
 #include "lib/log.h"
@@ -176,6 +177,7 @@ static void req_done(void *tag, int res)
 {
 	struct vblk_req *r = tag;
 
+	iotrace(IOT_REAP, r->head, 1);
 	/* A discard is a hint (reads after it may return the old data): a
 	 * file system that cannot punch holes just keeps the blocks. */
 	if (res == -EOPNOTSUPP && r->type == VIRTIO_BLK_T_DISCARD)
@@ -227,6 +229,18 @@ static int submit_range(struct vblk *b, struct vblk_req *r, struct iovec *iov,
 			    (uint64_t)rg.num_sectors * 512, req_done, r);
 }
 
+/* An I/O trace event for each request of a merge group (arg: how many):
+ * every request gets its own times. */
+static void trace_group(unsigned int ev, const struct vblk_req *first)
+{
+	uint32_t n = 0;
+
+	for (const struct vblk_req *r = first; r; r = r->merge_next)
+		n++;
+	for (const struct vblk_req *r = first; r; r = r->merge_next)
+		iotrace(ev, r->head, n);
+}
+
 static void merge_done(void *tag, int res)
 {
 	struct merge_slot *m = tag;
@@ -234,6 +248,8 @@ static void merge_done(void *tag, int res)
 	struct vblk_req *r = m->first;
 	bool ok = res >= 0 && (uint64_t)res == m->bytes;
 
+	if (iotrace_on())
+		trace_group(IOT_REAP, r);
 	if (!ok)
 		io_error(q->b, r->type, r->sector, m->bytes, res < 0 ? res : -EIO);
 	while (r) {
@@ -249,6 +265,7 @@ static void merge_done(void *tag, int res)
 
 static int submit_one(struct vblk_queue *q, struct vblk_req *r)
 {
+	iotrace(IOT_SUBMIT_Q, r->head, 1);
 	return blkq_rw(q->w.bq, &q->b->be,
 		       r->type == VIRTIO_BLK_T_IN ? BLK_OP_READ : BLK_OP_WRITE,
 		       r->data_iov, r->data_cnt, r->sector * 512, req_done, r);
@@ -284,6 +301,8 @@ static void merge_flush(struct vblk_queue *q)
 		memcpy(m->iov + n, r->data_iov, r->data_cnt * sizeof(*m->iov));
 		n += r->data_cnt;
 	}
+	if (iotrace_on())
+		trace_group(IOT_SUBMIT_Q, m->first);
 	if (blkq_rw(q->w.bq, &q->b->be,
 		    g->type == VIRTIO_BLK_T_IN ? BLK_OP_READ : BLK_OP_WRITE,
 		    m->iov, n, m->first->sector * 512, merge_done, m))
@@ -385,6 +404,7 @@ static void req_start(struct vblk_queue *q, struct vblk_req *r,
 		return;
 	case VIRTIO_BLK_T_FLUSH:
 		r->used_len = 1;
+		iotrace(IOT_SUBMIT_Q, r->head, 1);
 		if (blkq_flush(q->w.bq, &b->be, req_done, r))
 			break;
 		return;
@@ -408,6 +428,7 @@ static void req_start(struct vblk_queue *q, struct vblk_req *r,
 			return;
 		}
 		r->used_len = 1;
+		iotrace(IOT_SUBMIT_Q, r->head, 1);
 		ret = submit_range(b, r, iov + first, out - first,
 				   e->out_len - sizeof(h));
 		if (ret == -ENOTSUP) {

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/iotrace.h"
 #include "lib/log.h"
 #include "virtio/ring.h"
 
@@ -290,6 +291,15 @@ static void inflight_get(struct virtq *vq, uint16_t head)
 	store_release8(&inf->region->desc[head].inflight, 1);
 }
 
+/* IOT_POP's arg: the size of the chain's larger part, and its direction. */
+static inline uint32_t pop_trace_arg(const struct virtq_elem *e)
+{
+	uint64_t n = e->in_len > e->out_len ? e->in_len : e->out_len;
+
+	return (n < 0x7fffffffu ? (uint32_t)n : 0x7fffffffu) |
+	       (e->in_len > e->out_len ? 1u << 31 : 0);
+}
+
 int virtq_pop(struct virtq *vq, struct virtq_elem *elem, struct iovec *iov,
 	      unsigned int max_iov)
 {
@@ -319,6 +329,7 @@ int virtq_pop(struct virtq *vq, struct virtq_elem *elem, struct iovec *iov,
 		inflight_get(vq, head);
 	if (vq->event_idx && vq->kicks_enabled)
 		store16(vq->avail_event, vq->last_avail);
+	iotrace(IOT_POP, head, pop_trace_arg(elem));
 	return 1;
 }
 
@@ -394,6 +405,7 @@ void virtq_push(struct virtq *vq, uint16_t head, uint32_t len)
 			return;
 		vq->inflight->pushed++;
 		inflight_put(vq, head, len, VIRTQ_PUSH_STEPS);
+		iotrace(IOT_PUSH, head, len);
 		return;
 	}
 	e = &vq->used_ring[vq->used_idx & (vq->size - 1)];
@@ -401,6 +413,7 @@ void virtq_push(struct virtq *vq, uint16_t head, uint32_t len)
 	e->len = len;
 	vq->used_idx++;
 	store_release16(&vq->used_flags[1], vq->used_idx);
+	iotrace(IOT_PUSH, head, len);
 }
 
 bool virtq_notify(struct virtq *vq)
@@ -424,12 +437,15 @@ bool virtq_notify(struct virtq *vq)
 		need = false;
 	vq->signalled_used = now;
 	vq->signalled_valid = true;
-	if (!need || vq->call_fd < 0)
+	if (!need || vq->call_fd < 0) {
+		iotrace(IOT_NOTIFY_SKIPPED, 0, (uint16_t)(now - old));
 		return false;
+	}
 	if (vq->isr)
 		__atomic_fetch_or(vq->isr, 1, __ATOMIC_SEQ_CST);
 	if (write(vq->call_fd, &one, sizeof(one)) < 0)
 		return false;
+	iotrace(IOT_NOTIFY, 0, (uint16_t)(now - old));
 	return true;
 }
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "block/backend.h"
+#include "lib/iotrace.h"
 #include "lib/iov.h"
 #include "lib/le.h"
 #include "lib/log.h"
@@ -249,6 +250,8 @@ static void req_done(struct scsi_req *sr)
 	struct vscsi_req *r = (struct vscsi_req *)sr;
 	uint32_t sense_len;
 
+	iotrace(IOT_REAP, r->head, 1);
+
 	switch (sr->host) {
 	case SCSI_HOST_OK:
 		sense_len = sr->sense_len < r->sense_size ? sr->sense_len : r->sense_size;
@@ -344,6 +347,7 @@ static void req_start(struct vscsi_queue *q, struct vscsi_req *r,
 	r->s.q = q->w.bq;
 	r->s.done = req_done;
 	q->slots[r->head] = r;
+	iotrace(IOT_SUBMIT_Q, r->head, 1);
 	if (lu)
 		scsi_disk_submit(lu->disk, &r->s);
 	else

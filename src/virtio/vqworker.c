@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "block/backend.h"
+#include "lib/iotrace.h"
 #include "lib/log.h"
 #include "virtio/ring.h"
 #include "virtio/virtio.h"
@@ -293,6 +294,7 @@ static void *queue_thread(void *arg)
 	struct vqworker *w = arg;
 
 	pthread_setname_np(pthread_self(), w->thread_name);
+	iotrace_thread_start(w->thread_name, w->index);
 	process_ring(w);
 	arm_kick(w);
 	blkq_submit(w->bq);
@@ -350,6 +352,7 @@ static void *queue_thread(void *arg)
 		virtq_enable_kicks(w->vq);
 	if (w->ops->exit)
 		w->ops->exit(w);
+	iotrace_thread_end();
 	return NULL;
 }
 
