@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Summarises iovm's per-request I/O trace (a -Dio_trace=true build; the
 format is in src/lib/iotrace.h): per queue thread and per phase (a run of
-requests between idle gaps, e.g. one probe job), the stage latencies of a
+requests of one kind and depth, e.g. one probe job), the stage latencies of a
 request, how many requests sit in the device and before it, how the thread
 batches its io_uring_enter calls, and where its time goes.
 
@@ -24,6 +24,7 @@ between pop and submit enter. Thread time: spinning (blkq_spin), sleeping
 (waiting enters, which may also submit), submit-only enters, the rest.
 """
 import argparse
+import bisect
 import collections
 import struct
 import sys
@@ -59,75 +60,61 @@ def load(path):
 
 
 class Req:
-    __slots__ = ('pop', 'size', 'read', 'queued', 'group', 'submit',
-                 'reap', 'push', 'notify', 'guest')
+    __slots__ = ('pop', 'size', 'read', 'depth', 'drained', 'queued',
+                 'group', 'submit', 'reap', 'push', 'notify', 'guest')
 
     def __init__(self, t, arg):
         self.pop = t
         self.size = arg & 0x7fffffff
         self.read = bool(arg >> 31)
+        self.depth = 0          # popped and not pushed, itself included
+        self.drained = False    # nothing was outstanding before it
         self.queued = self.group = self.submit = None
         self.reap = self.push = self.notify = self.guest = None
 
+    def kind(self):
+        return (kb(self.size), 'R' if self.read else 'W')
 
-class Phase:
+
+class Thread:
+    """What one dump says, as time-stamped lists that phases cut."""
+
     def __init__(self):
-        self.reqs = []
-        self.first = self.last = None
-        self.peak = 0
-        self.enters = collections.Counter()
-        self.sqes = []          # per enter that handed SQEs
-        self.cqes = []          # per reap pass that took any
-        self.empty_passes = 0
-        self.notifies = []      # pushes covered per interrupt
-        self.skipped = 0
-        self.spin_ns = self.sleep_ns = self.submit_ns = 0
-        self.spins = collections.Counter()
-        self.spans = []         # (kind, start, end) of spins and enters
-
-    def window(self):
-        return (self.last - self.first) if self.reqs else 0
+        self.reqs = []          # in pop order
+        self.enters = []        # (t, kind, SQEs)
+        self.passes = []        # (t, completions) per reap pass
+        self.notifies = []      # (t, pushes covered)
+        self.skipped = []       # t of each suppressed interrupt
+        self.spin_ends = []     # (t, why)
+        self.spans = []         # (t0, t1, 'spin' | 'sleep' | 'submit')
 
 
-def analyse(tr, gap_ns):
-    phases = []
-    ph = None
+def read_thread(tr):
+    th = Thread()
     open_reqs = {}              # head -> Req popped, not pushed
     last_push = {}              # head -> its last push time
     pending_sq = []             # queued, SQE not yet at the kernel
-    pending_notify = []
-    idle_since = None           # nothing outstanding since
+    pending_notify = []         # pushed, no virtq_notify decision yet
     enter = spin = None         # (kind, start) of the open one
     anomalies = 0
-    for t, ev, hid, arg, _q in ((r[0], r[4], r[1], r[2], r[3])
-                                for r in tr['recs']):
+    for t, hid, arg, _q, ev in tr['recs']:
         if ev == POP:
-            if ph is None or (not open_reqs and idle_since is not None and
-                              t - idle_since >= gap_ns):
-                ph = Phase()
-                phases.append(ph)
             r = Req(t, arg)
             if hid in open_reqs:
                 anomalies += 1
+            r.drained = not open_reqs
             open_reqs[hid] = r
+            r.depth = len(open_reqs)
             if hid in last_push:
                 r.guest = t - last_push[hid]
-            ph.reqs.append(r)
-            if ph.first is None:
-                ph.first = t
-            ph.peak = max(ph.peak, len(open_reqs))
-            continue
-        if ph is None:
-            continue            # before the first request
-        if ev == SUBMIT_Q:
+            th.reqs.append(r)
+        elif ev == SUBMIT_Q:
             r = open_reqs.get(hid)
             if r:
                 r.queued, r.group = t, arg
                 pending_sq.append(r)
         elif ev == ENTER:
-            ph.enters[hid] += 1
-            if arg and hid != ENTER_GETEVENTS:
-                ph.sqes.append(arg)
+            th.enters.append((t, hid, arg))
             if arg:
                 for r in pending_sq:
                     r.submit = t
@@ -137,49 +124,102 @@ def analyse(tr, gap_ns):
         elif ev in (WAKE, ENTER_DONE):
             if enter:
                 k, t0 = enter
-                ph.spans.append(('sleep' if k == ENTER_WAIT else 'submit',
-                                 t0, t))
+                th.spans.append((t0, t, 'sleep' if k == ENTER_WAIT
+                                 else 'submit'))
                 enter = None
         elif ev == REAP:
             r = open_reqs.get(hid)
             if r:
                 r.reap = t
         elif ev == REAP_PASS:
-            if arg:
-                ph.cqes.append(arg)
-            else:
-                ph.empty_passes += 1
+            th.passes.append((t, arg))
         elif ev == PUSH:
             r = open_reqs.pop(hid, None)
             last_push[hid] = t
             if r:
                 r.push = t
                 pending_notify.append(r)
-                ph.last = t
-            if not open_reqs:
-                idle_since = t
         elif ev == NOTIFY:
             for r in pending_notify:
                 r.notify = t
-            ph.notifies.append(len(pending_notify))
+            th.notifies.append((t, len(pending_notify)))
             pending_notify = []
         elif ev == NOTIFY_SKIPPED:
-            ph.skipped += 1
+            # the driver did not want to hear of these pushes
+            th.skipped.append(t)
+            pending_notify = []
         elif ev == SPIN_START:
             spin = t
         elif ev == SPIN_END:
             if spin is not None:
-                ph.spans.append(('spin', spin, t))
-                ph.spins[SPIN_WHY[hid] if hid < 3 else '?'] += 1
+                th.spans.append((spin, t, 'spin'))
+                th.spin_ends.append((t, SPIN_WHY[hid] if hid < 3 else '?'))
                 spin = None
-    for ph in phases:
-        ph.reqs = [r for r in ph.reqs if r.push is not None]
-        if not ph.reqs:
-            continue
-        for kind, t0, t1 in ph.spans:
-            d = max(0, min(t1, ph.last) - max(t0, ph.first))
-            setattr(ph, kind + '_ns', getattr(ph, kind + '_ns') + d)
-    return [p for p in phases if p.reqs], anomalies
+    return th, anomalies
+
+
+def split(reqs, gap_ns, probe=64):
+    """Phases: runs of requests between the points where the queue was
+    empty and either stayed so for gap_ns, or the kind of request (size,
+    direction) or the depth the driver keeps (the peak over probe pops
+    before and after, 2x apart) changes: one probe job each."""
+    cuts = [0]
+    last_push = None
+    for i, r in enumerate(reqs):
+        if i and r.drained:
+            a, b = reqs[max(0, i - probe):i], reqs[i:i + probe]
+            pa, pb = max(x.depth for x in a), max(x.depth for x in b)
+            idle = last_push is not None and r.pop - last_push >= gap_ns
+            if (idle or r.kind() != reqs[i - 1].kind() or
+                    max(pa, pb) >= 2 * min(pa, pb)):
+                cuts.append(i)
+        if r.push is not None:
+            last_push = r.push if last_push is None else max(last_push,
+                                                             r.push)
+    cuts.append(len(reqs))
+    return [reqs[a:b] for a, b in zip(cuts, cuts[1:]) if b > a]
+
+
+def first(x):
+    return x[0]
+
+
+class Phase:
+    def __init__(self, th, reqs):
+        done = [r for r in reqs if r.push is not None]
+        self.reqs = done
+        self.first = reqs[0].pop
+        self.last = max((r.push for r in done), default=self.first)
+        self.peak = max(r.depth for r in reqs)
+        f, l = self.first, self.last
+
+        def inside(v):
+            # (each list is in time order)
+            return v[bisect.bisect_left(v, f, key=first):
+                     bisect.bisect_right(v, l, key=first)]
+        en = inside(th.enters)
+        self.enters = collections.Counter(k for _, k, _ in en)
+        self.sqes = [n for _, k, n in en if n and k != ENTER_GETEVENTS]
+        ps = inside(th.passes)
+        self.cqes = [n for _, n in ps if n]
+        self.empty_passes = len(ps) - len(self.cqes)
+        self.notifies = [n for _, n in inside(th.notifies)]
+        self.skipped = (bisect.bisect_right(th.skipped, l) -
+                        bisect.bisect_left(th.skipped, f))
+        self.spins = collections.Counter(w for _, w in inside(th.spin_ends))
+        self.spin_ns = self.sleep_ns = self.submit_ns = 0
+        for t0, t1, kind in inside(th.spans):
+            d = min(t1, l) - max(t0, f)
+            if d > 0:
+                setattr(self, kind + '_ns', getattr(self, kind + '_ns') + d)
+
+    def window(self):
+        return self.last - self.first
+
+
+def analyse(tr, gap_ns):
+    th, anomalies = read_thread(tr)
+    return [Phase(th, p) for p in split(th.reqs, gap_ns)], anomalies
 
 
 def pct(v, q):
@@ -210,8 +250,7 @@ def summarise(ph):
     reqs = ph.reqs
     dev = [r for r in reqs if r.submit is not None and r.reap is not None
            and r.submit <= r.reap]
-    kinds = collections.Counter((kb(r.size), 'R' if r.read else 'W')
-                                for r in reqs)
+    kinds = collections.Counter(r.kind() for r in reqs)
     (size, rw), _ = kinds.most_common(1)[0]
     us = 1e-3
 
@@ -267,14 +306,14 @@ def print_summary(tr, phases, anomalies, min_reqs):
               'IOVM_IO_TRACE_EVENTS)')
     if anomalies:
         print(f'   ({anomalies} heads popped again before their push)')
-    small = 0
-    for i, ph in enumerate(phases):
-        if len(ph.reqs) < min_reqs:
-            small += 1
-            continue
+    shown = [ph for ph in phases if len(ph.reqs) >= min_reqs]
+    small = len(phases) - len(shown)
+    for i, ph in enumerate(shown):
         s = summarise(ph)
-        print(f"\n### phase {i + 1}: {s['label']}: {s['reqs']} requests in "
-              f"{s['secs']:.3f} s ({s['reqs'] / s['secs'] if s['secs'] else 0:.0f}/s)"
+        at = (ph.first - tr['start']) * 1e-9
+        print(f"\n### phase {i + 1} (at {at:.3f} s): {s['label']}: "
+              f"{s['reqs']} requests in {s['secs']:.3f} s "
+              f"({s['reqs'] / s['secs'] if s['secs'] else 0:.0f}/s)"
               + (f", {s['not_sent']} never at the kernel"
                  if s['not_sent'] else ''))
         print('\n| stage (us) | p50 | p90 | p99 | mean |')
@@ -346,9 +385,10 @@ def main():
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('files', nargs='*', help='dump files (PREFIX.<pid>.<thread>.<n>)')
-    p.add_argument('--gap', type=float, default=2.0, metavar='MS',
-                   help='a new phase starts after an idle gap (no request '
-                        'outstanding) of at least MS ms (default 2)')
+    p.add_argument('--gap', type=float, default=50.0, metavar='MS',
+                   help='a new phase starts where the queue was empty for '
+                        'MS ms (default 50), or the request kind or the '
+                        'depth the driver keeps changes')
     p.add_argument('--min-reqs', type=int, default=100, metavar='N',
                    help='leave out phases of fewer requests (default 100)')
     p.add_argument('--compare', nargs=2, metavar=('A', 'B'),
