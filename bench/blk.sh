@@ -347,8 +347,8 @@ END {
 		j = order[i]
 		printf "%-18s %12s %12s %14s %14s\n", j, r(iops["iovm", j], iops["qemu", j]), r(iops["iovm", j], iops["floor", j]), r(cpu["iovm", j], cpu["qemu", j]), r(p99["iovm", j], p99["qemu", j])
 	}
-	# 64k sequential against the file's best bandwidth (1 MiB, QD8): the
-	# VMMs merge adjacent requests, which the floor's 64k jobs do not
+	# 64k sequential against the best bandwidth of the file (1 MiB, QD8): the
+	# VMMs merge adjacent requests, which the 64k jobs of the floor do not
 	if (("floor", "seqread-1m-qd8") in bw) {
 		printf "\n%-18s %9s %9s %9s %9s %9s %9s\n", "64k seq / floor 1m", "floor MB/s", "iovm", "qemu", "iovm-scsi", "qemu-scsi", "iovm-lsi"
 		split("read write", rw, " ")
