@@ -353,9 +353,9 @@ END {
 		printf "\n%-18s %9s %9s %9s %9s %9s %9s\n", "64k seq / floor 1m", "floor MB/s", "iovm", "qemu", "iovm-scsi", "qemu-scsi", "iovm-lsi"
 		split("read write", rw, " ")
 		for (x = 1; x <= 2; x++) {
-			f = bw["floor", "seq" rw[x] "-1m-qd8"]
+			fl = bw["floor", "seq" rw[x] "-1m-qd8"]
 			j = "seq" rw[x] "-64k-qd16"
-			printf "%-18s %9s %9s %9s %9s %9s %9s\n", j, f, r(bw["iovm", j], f), r(bw["qemu", j], f), r(bw["iovm-scsi", j], f), r(bw["qemu-scsi", j], f), r(bw["iovm-lsi", j], f)
+			printf "%-18s %9s %9s %9s %9s %9s %9s\n", j, fl, r(bw["iovm", j], fl), r(bw["qemu", j], fl), r(bw["iovm-scsi", j], fl), r(bw["qemu-scsi", j], fl), r(bw["iovm-lsi", j], fl)
 		}
 	}
 	if (("iovm-scsi", "seqread-64k-qd16") in iops || ("qemu-scsi", "seqread-64k-qd16") in iops) {
