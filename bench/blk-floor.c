@@ -5,8 +5,10 @@
  * The last two jobs (1 MiB sequential reads and writes, QD8) give the
  * file's best sequential bandwidth, against which the 64k jobs of a VMM
  * (that merges requests) are measured.
+ * --batch takes every ready completion before refilling, as the probe's
+ * job loop does (the floor for that guest with a VMM that costs nothing).
  * Usage: blk-floor FILE [--offset BYTES] [--region BYTES] [--secs N] [--poll]
- *                       [--seed N] [--cache none|writeback] */
+ *                       [--batch] [--seed N] [--cache none|writeback] */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -55,6 +57,7 @@ static struct io_uring ring;
 static uint64_t region_off = 1 << 20, region_len = 64 << 20, seed = 3;
 static struct slot slots[64];
 static bool poll;		/* spin on the CQ instead of sleeping */
+static bool batch;		/* take every ready completion, then refill */
 static uint64_t *lat;
 static size_t lat_cap = 1 << 22;
 
@@ -126,8 +129,9 @@ static void run(const struct job *j, unsigned int secs, bool report)
 	}
 	io_uring_submit(&ring);
 	while (inflight) {
+		struct slot *freed[64];
 		struct io_uring_cqe *cqe;
-		struct slot *s;
+		unsigned int nfreed = 0;
 		int r;
 
 		if (poll)
@@ -135,38 +139,49 @@ static void run(const struct job *j, unsigned int secs, bool report)
 				__builtin_ia32_pause();
 		else
 			r = io_uring_wait_cqe(&ring, &cqe);
-
 		if (r < 0) {
 			fprintf(stderr, "blk-floor: wait: %s\n", strerror(-r));
 			exit(1);
 		}
-		s = io_uring_cqe_get_data(cqe);
-		if (cqe->res != (int)j->bs) {
-			fprintf(stderr, "blk-floor: %s at %" PRIu64 ": %s\n",
-				j->name, s->off,
-				cqe->res < 0 ? strerror(-cqe->res) : "short");
-			exit(1);
-		}
-		io_uring_cqe_seen(&ring, cqe);
-		t = mono_ns();
-		if (nlat < lat_cap)
-			lat[nlat++] = t - s->t0;
-		sum += t - s->t0;
-		done++;
-		inflight--;
-		if (!j->write) {
-			size_t bad = pattern_check(s->buf, s->off, j->bs, seed);
+		/* One completion, or with --batch every one that is ready, as
+		 * the probe's job loop takes them (each checked as it is
+		 * taken), before the requests are sent again. */
+		do {
+			struct slot *s = io_uring_cqe_get_data(cqe);
 
-			if (bad != j->bs) {
-				fprintf(stderr, "blk-floor: %s: data mismatch "
-					"at %" PRIu64 "\n", j->name,
-					s->off + bad);
+			if (cqe->res != (int)j->bs) {
+				fprintf(stderr, "blk-floor: %s at %" PRIu64 ": %s\n",
+					j->name, s->off,
+					cqe->res < 0 ? strerror(-cqe->res) : "short");
 				exit(1);
 			}
-		}
+			io_uring_cqe_seen(&ring, cqe);
+			t = mono_ns();
+			if (nlat < lat_cap)
+				lat[nlat++] = t - s->t0;
+			sum += t - s->t0;
+			done++;
+			inflight--;
+			if (!j->write) {
+				size_t bad = pattern_check(s->buf, s->off, j->bs, seed);
+
+				if (bad != j->bs) {
+					fprintf(stderr, "blk-floor: %s: data mismatch "
+						"at %" PRIu64 "\n", j->name,
+						s->off + bad);
+					exit(1);
+				}
+			}
+			freed[nfreed++] = s;
+		} while (batch && nfreed < j->qd && io_uring_peek_cqe(&ring, &cqe) == 0);
 		if (secs ? t >= end : issued >= n)
 			stop = true;
-		if (!stop) {
+		/* Each request is sent with its own system call, as the
+		 * probe's driver publishes each one and a VMM queue thread
+		 * sends each as it pops it. */
+		for (unsigned int i = 0; i < nfreed && !stop; i++) {
+			struct slot *s = freed[i];
+
 			s->off = region_off +
 				 (j->random ? rnd(&rng) % n : issued % n) * j->bs;
 			submit(s, j);
@@ -229,6 +244,7 @@ int main(int argc, char **argv)
 		{ "seed", required_argument, NULL, 'S' },
 		{ "cache", required_argument, NULL, 'c' },
 		{ "poll", no_argument, NULL, 'p' },
+		{ "batch", no_argument, NULL, 'b' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -245,6 +261,7 @@ int main(int argc, char **argv)
 		case 's': secs = (unsigned int)num("--secs", optarg); break;
 		case 'S': seed = num("--seed", optarg); break;
 		case 'p': poll = true; break;
+		case 'b': batch = true; break;
 		case 'c':
 			if (strcmp(optarg, "none") && strcmp(optarg, "writeback")) {
 				fprintf(stderr, "blk-floor: --cache is none or "
@@ -256,7 +273,7 @@ int main(int argc, char **argv)
 		case 'h':
 			printf("usage: blk-floor FILE [--offset BYTES] "
 			       "[--region BYTES] [--secs N] [--seed N] "
-			       "[--cache none|writeback] [--poll]\n"
+			       "[--cache none|writeback] [--poll] [--batch]\n"
 			       "Runs the probe's blk jobs on FILE with io_uring, "
 			       "then 1 MiB sequential reads and writes at QD8\n"
 			       "(the file's best bandwidth) "
@@ -265,7 +282,12 @@ int main(int argc, char **argv)
 			       "--poll busy-polls the completion queue instead "
 			       "of sleeping in io_uring_enter: the disk's own\n"
 			       "latency, with no wakeup in it (as a VMM queue "
-			       "thread that spins sees it).\n");
+			       "thread that spins sees it).\n"
+			       "--batch takes every completion that is ready (checking "
+			       "each) before sending any request\n"
+			       "again, as the probe's job loop does: the floor "
+			       "for a guest that refills in batches,\n"
+			       "with a VMM that costs nothing.\n");
 			return 0;
 		default:
 			return 2;
