@@ -291,6 +291,7 @@ static void inflight_get(struct virtq *vq, uint16_t head)
 	store_release8(&inf->region->desc[head].inflight, 1);
 }
 
+#ifdef IOVM_IO_TRACE
 /* IOT_POP's arg: the size of the chain's larger part, and its direction. */
 static inline uint32_t pop_trace_arg(const struct virtq_elem *e)
 {
@@ -299,6 +300,7 @@ static inline uint32_t pop_trace_arg(const struct virtq_elem *e)
 	return (n < 0x7fffffffu ? (uint32_t)n : 0x7fffffffu) |
 	       (e->in_len > e->out_len ? 1u << 31 : 0);
 }
+#endif
 
 int virtq_pop(struct virtq *vq, struct virtq_elem *elem, struct iovec *iov,
 	      unsigned int max_iov)
