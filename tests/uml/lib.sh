@@ -24,9 +24,12 @@
 #                  UML_MEM (default 512M) sizes it; UML_TIMEOUT (default 600 s)
 #                  bounds the boot: on expiry the blocked tasks' stacks are
 #                  asked for (sysrq w through UML's mconsole), the UML
-#                  (its own processes only) is killed,
-#                  the console's tail shown and 124 returned;
-#                  no status file (UML crashed, script killed) returns 125.
+#                  kernel's own stack and the back-ends' (UML_PEERS, pids)
+#                  taken with gdb, the UML (its own processes only) is
+#                  killed, the console's tail and its warnings shown and 124
+#                  returned; no status file (UML crashed, script killed)
+#                  returns 125; a virt-pci warning on the console (a PCI
+#                  access its back-end left unanswered) returns 126.
 #                  Sets UML_SECONDS: how long the UML ran (boot to power-off).
 
 uml_skip() { echo "SKIPPED: $*"; exit 77; }
@@ -88,6 +91,20 @@ _uml_host_state() {
 	command -v gdb >/dev/null || { echo "(no gdb: no UML kernel stack)"; return 0; }
 	timeout 30 gdb -p "$1" -batch -nx -ex "thread apply all bt 40" \
 		"$UML_KERNEL" 2>&1 | grep -E '^(#|Thread)' || true
+}
+
+# _uml_peers_state: with gdb, the threads' stacks of each back-end process
+# in UML_PEERS (pids, set by whoever started them, e.g. vpci_start): a UML
+# that waits for an answer that never comes may be waiting on one of them.
+_uml_peers_state() {
+	local p
+	for p in ${UML_PEERS:-}; do
+		kill -0 "$p" 2>/dev/null || { echo "--- back-end $p: gone"; continue; }
+		echo "--- back-end $p ($(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-80)):"
+		command -v gdb >/dev/null || { echo "(no gdb)"; continue; }
+		timeout 30 gdb -p "$p" -batch -nx -ex "thread apply all bt 30" 2>&1 |
+			grep -E '^(#|Thread)' || true
+	done
 }
 
 # _uml_sysrq MEMDIR KEY: sends "sysrq KEY" to the UML whose uml_dir is
@@ -164,6 +181,7 @@ EOF
 			_uml_sysrq "$memdir" w
 			sleep 1
 			_uml_host_state "$pid"
+			_uml_peers_state
 			break
 		fi
 		sleep 0.1
@@ -178,6 +196,8 @@ EOF
 		echo "FAIL: UML did not power off within ${UML_TIMEOUT:-600} s (killed)"
 		_uml_tail "$dir/output.log" 20
 		_uml_tail "$dir/console.log" 120
+		echo "--- warnings anywhere in the console:"
+		grep -n -E 'WARNING|virt-pci|BUG|blocked for more' "$dir/console.log" | head -n 20
 		return 124
 	fi
 	if [ ! -s "$dir/status" ]; then
@@ -185,6 +205,13 @@ EOF
 		_uml_tail "$dir/output.log" 20
 		_uml_tail "$dir/console.log"
 		return 125
+	fi
+	# virt-pci gave up waiting for its back-end (tools/uml/patches/0003):
+	# a register read returned all-ones to the driver, whatever it did next
+	if grep -q 'um virt-pci' "$dir/console.log"; then
+		echo "FAIL: virt-pci warned (a PCI access went unanswered):"
+		grep -n -A3 'um virt-pci' "$dir/console.log" | head -n 20
+		return 126
 	fi
 	return "$(cat "$dir/status")"
 }

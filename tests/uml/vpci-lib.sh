@@ -23,6 +23,7 @@ vpci_start() {
 	"$IOVM" vhost-user-pci --socket "$dir/$name.sock" "$@" >"$dir/$name.log" 2>&1 &
 	pid=$!
 	eval "vpci_pid_$name=$pid"
+	UML_PEERS="${UML_PEERS:-} $pid"	# their stacks if UML times out
 	# UML connects once, at boot: the socket must listen first. iovm
 	# prints its "waiting for a client" line once it does.
 	for _ in $(seq 600); do
