@@ -318,6 +318,7 @@ static void merge_flush(struct vblk_queue *q)
 static void merge_add(struct vblk_queue *q, struct vblk_req *r, uint64_t bytes)
 {
 	struct merge_group *g = &q->grp;
+	bool alone;
 
 	if (g->nreq && (g->type != r->type || g->next_sector != r->sector ||
 			g->nreq == MERGE_MAX_REQS ||
@@ -330,19 +331,13 @@ static void merge_add(struct vblk_queue *q, struct vblk_req *r, uint64_t bytes)
 		 * writes at depth gain from it: bench/RESULTS.md). */
 		blkq_submit(q->w.bq);
 	}
-	if (!g->nreq && r->sector != q->stream_end) {
-		/* r continues nothing popped before it: likely a random
-		 * request, with nothing to merge with. It goes to the disk
-		 * now, not when the next pop shows whether that one
-		 * continues it (that wait cost each random request the pop of
-		 * the next, 5 us p50 in the I/O trace: bench/RESULTS.md). A
-		 * sequential stream loses only its first request to this. */
-		q->stream_end = r->sector + bytes / 512;
-		if (submit_one(q, r))
-			req_finish(r, VIRTIO_BLK_S_IOERR, 1);
-		blkq_submit(q->w.bq);
-		return;
-	}
+	/* A request that continues nothing popped before it is likely random,
+	 * with nothing to merge with: it goes to the disk now, not when the
+	 * next pop shows whether that one continues it (that wait cost each
+	 * random request the pop of the next, 5 us p50 in the I/O trace:
+	 * bench/RESULTS.md). A sequential stream loses only its first
+	 * request to this. */
+	alone = !g->nreq && r->sector != q->stream_end;
 	r->merge_next = NULL;
 	if (!g->nreq) {
 		g->first = r;
@@ -358,6 +353,10 @@ static void merge_add(struct vblk_queue *q, struct vblk_req *r, uint64_t bytes)
 	g->bytes += bytes;
 	g->next_sector = r->sector + bytes / 512;
 	q->stream_end = g->next_sector;
+	if (alone) {
+		merge_flush(q);
+		blkq_submit(q->w.bq);
+	}
 }
 
 /* Decodes one popped chain and sends it to the backend, or completes it. */

@@ -88,9 +88,15 @@ _uml_host_state() {
 			"wchan $(cat "$t/wchan" 2>/dev/null)," \
 			"syscall $(cut -d' ' -f1 "$t/syscall" 2>/dev/null)"
 	done
-	command -v gdb >/dev/null || { echo "(no gdb: no UML kernel stack)"; return 0; }
-	timeout 30 gdb -p "$1" -batch -nx -ex "thread apply all bt 40" \
-		"$UML_KERNEL" 2>&1 | grep -E '^(#|Thread)' || true
+	_uml_gdb_stacks "$1" "$UML_KERNEL"
+}
+
+# _uml_gdb_stacks PID [BINARY]: every thread's stack of PID, with gdb (its
+# symbols from BINARY when given), or a line saying there is no gdb.
+_uml_gdb_stacks() {
+	command -v gdb >/dev/null || { echo "(no gdb: no stacks)"; return 0; }
+	timeout 30 gdb -p "$1" -batch -nx -ex "thread apply all bt 40" ${2:+"$2"} 2>&1 |
+		grep -E '^(#|Thread)' || true
 }
 
 # _uml_peers_state: with gdb, the threads' stacks of each back-end process
@@ -101,9 +107,7 @@ _uml_peers_state() {
 	for p in ${UML_PEERS:-}; do
 		kill -0 "$p" 2>/dev/null || { echo "--- back-end $p: gone"; continue; }
 		echo "--- back-end $p ($(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-80)):"
-		command -v gdb >/dev/null || { echo "(no gdb)"; continue; }
-		timeout 30 gdb -p "$p" -batch -nx -ex "thread apply all bt 30" 2>&1 |
-			grep -E '^(#|Thread)' || true
+		_uml_gdb_stacks "$p"
 	done
 }
 
