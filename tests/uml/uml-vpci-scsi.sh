@@ -5,7 +5,8 @@
 # sg_inq, sg_readcap and sg_vpd answer on its sg node, fio verify=crc32c
 # passes at 4k and 64k, QD1 and QD16; then 20 unbind/rebind of the function
 # and 20 virtio_scsi reloads, each followed by sg_inq and a verified write,
-# leave iovm up and the disk working.
+# leave iovm up and the disk working. VPCI_CYCLES=N runs N of each instead
+# (to chase a rare failure; raise UML_TIMEOUT with it).
 # usage: uml-vpci-scsi.sh IOVM   (IOVM_UML_DIR or IOVM_UML: see lib.sh)
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -15,6 +16,7 @@ command -v sg_inq >/dev/null || uml_skip "sg3-utils missing"
 
 vpci_tmpdir scsi scsi
 truncate -s 64M "$tmp/disk.img"
+echo "${VPCI_CYCLES:-20}" >"$tmp/cycles.conf"
 
 cat >"$tmp/script.sh" <<'EOS'
 set -e
@@ -31,10 +33,12 @@ sg_inq /dev/$sg >sg_inq.out || { cat sg_inq.out; exit 12; }
 sg_readcap /dev/$sg >sg_readcap.out || { cat sg_readcap.out; exit 13; }
 sg_vpd --page=0x83 /dev/$sg >sg_vpd.out || { cat sg_vpd.out; exit 14; }
 uml_fio_matrix /dev/$UML_DISK
-# unbind/rebind and driver reload, 20 times each: every cycle resets the
-# device, tears down and sets up its queues and MSI-X vectors, rescans
+# unbind/rebind and driver reload, 20 times each (cycles.conf: more, to
+# chase a rare failure): every cycle resets the device, tears down and sets
+# up its queues and MSI-X vectors, rescans
 bdf=$(basename "$(readlink -f /sys/block/$UML_DISK | sed 's,/virtio[0-9]*/.*,,')")
-for i in $(seq 20); do
+cycles=$(cat cycles.conf)
+for i in $(seq $cycles); do
 	echo "cycle $i"
 	echo "$bdf" >/sys/bus/pci/drivers/virtio-pci/unbind
 	echo "$bdf" >/sys/bus/pci/drivers/virtio-pci/bind
@@ -43,7 +47,7 @@ for i in $(seq 20); do
 	modprobe -d "$UML_MODULES" virtio_scsi
 	uml_check_sd "reload $i"
 done
-echo "20 unbind/rebind and 20 virtio_scsi reloads" >cycles.ok
+echo "$cycles unbind/rebind and $cycles virtio_scsi reloads" >cycles.ok
 EOS
 
 vpci_start "$tmp" scsi --disk "path=$tmp/disk.img,if=virtio-scsi"
