@@ -67,6 +67,8 @@ static void init_req(struct scsi_disk *d, struct scsi_req *req)
 	req->op = req->cdb_len ? req->cdb[0] : 0;
 	req->is_write = false;
 	req->sync_after = false;
+	req->cmp = CMP_NONE;
+	req->scratch = NULL;
 }
 
 /* Whole-buffer mode: the buffer must hold what the CDB moves, in the
@@ -79,8 +81,15 @@ static bool buffer_ok(struct scsi_req *req, const struct scsi_cmd_info *info)
 		if (info->dir == SCSI_DIR_NONE || !info->direct)
 			return true;
 	}
-	if (req->buf_len && req->buf_dir != info->dir)
+	if (req->buf_len && req->buf_dir != info->dir) {
 		req->host = SCSI_HOST_BAD_DIR;
+	} else if ((req->cdb[0] == WRITE_SAME_10 ||
+		    req->cdb[0] == WRITE_SAME_16) && req->buf_len != info->xfer) {
+		/* WRITE SAME's data-out is exactly one block (SBC-4 5.50):
+		 * shorter or longer is the initiator's mistake about the
+		 * command, reported as one, not as a transport failure */
+		disk_check(req, SENSE_ILLEGAL_REQUEST, ASC_PARAM_LIST_LENGTH);
+	}
 	else if (req->buf_len < info->xfer)
 		req->host = SCSI_HOST_OVERRUN;
 	else
@@ -101,9 +110,19 @@ static void __attribute__((noinline)) emulate(struct scsi_disk *d,
 
 	switch (cdb[0]) {
 	case TEST_UNIT_READY:
-	case VERIFY_10: case VERIFY_16:
+	case VERIFY_10: case VERIFY_12: case VERIFY_16:
+	case WRITE_VERIFY_10: case WRITE_VERIFY_12: case WRITE_VERIFY_16:
+	case COMPARE_AND_WRITE: case ORWRITE_16:
 	case PREVENT_ALLOW:
+		/* no data: VERIFY without BYTCHK (the medium is readable by
+		 * construction), or zero blocks */
 		req->done(req);
+		return;
+	case PRE_FETCH_10: case PRE_FETCH_16:
+		disk_prefetch(req, dc);
+		return;
+	case READ_DEFECT_10: case READ_DEFECT_12:
+		disk_read_defects(req, cdb, dc->info.xfer);
 		return;
 	case REQUEST_SENSE:
 		n = disk_request_sense(d, cdb[1] & 1, buf);
@@ -112,8 +131,13 @@ static void __attribute__((noinline)) emulate(struct scsi_disk *d,
 	case INQUIRY:
 		disk_inquiry(req, cdb, dc->info.xfer);
 		return;
-	case READ_CAPACITY_10:
 	case SERVICE_ACTION_IN_16:
+		if ((cdb[1] & 0x1f) == SAI_GET_LBA_STATUS) {
+			disk_get_lba_status(req, dc, dc->info.xfer);
+			return;
+		}
+		/* fall through */
+	case READ_CAPACITY_10:
 		n = disk_read_capacity(d, cdb[0] == SERVICE_ACTION_IN_16, buf);
 		disk_send_in(req, buf, min_sz(n, dc->info.xfer));
 		return;
@@ -157,7 +181,9 @@ static void execute(struct scsi_disk *d, struct scsi_req *req,
 	req->is_write = disk_is_write_op(req->cdb[0]);
 	req->sync_after = req->is_write &&
 		(dc->fua || !__atomic_load_n(&d->wce, __ATOMIC_RELAXED));
-	if (dc->info.direct)
+	if (dc->cmp)
+		disk_cmp_submit(req, dc);
+	else if (dc->info.direct)
 		disk_rw(d, req, dc);
 	else
 		emulate(d, req, dc);
@@ -207,6 +233,10 @@ int scsi_disk_begin(struct scsi_disk *d, struct scsi_req *req)
 	req->is_write = disk_is_write_op(req->cdb[0]);
 	req->sync_after = req->is_write &&
 		(dc.fua || !__atomic_load_n(&d->wce, __ATOMIC_RELAXED));
+	if (dc.cmp && disk_cmp_prepare(req, &dc)) {
+		disk_submit_failed(req, -ENOMEM);
+		return 1;
+	}
 	return 0;
 }
 
@@ -228,8 +258,8 @@ void scsi_lun_absent_submit(const struct scsi_lun_map *luns,
 	uint8_t buf[SCSI_PARAM_MAX];
 	struct decoded dc;
 	uint8_t op = req->cdb_len ? req->cdb[0] : 0xff;
-	struct sense s = { SENSE_ILLEGAL_REQUEST, ASC_LUN_NOT_SUPPORTED, -1, -1,
-			   false };
+	struct sense s = { .key = SENSE_ILLEGAL_REQUEST, .asc = ASC_LUN_NOT_SUPPORTED,
+			.field = -1, .bit = -1, .cd = false };
 	size_t n;
 
 	init_req(NULL, req);
@@ -282,7 +312,10 @@ struct scsi_disk *scsi_disk_create(struct blk_backend *be,
 	d->nblocks = be->size / d->bs;
 	d->max_xfer_blocks = MAX_XFER_BYTES / d->bs;
 	d->max_unmap_blocks = MAX_UNMAP_BYTES / d->bs;
+	if (d->max_unmap_blocks > MAX_UNMAP_BLOCKS)
+		d->max_unmap_blocks = MAX_UNMAP_BLOCKS;
 	d->wce = true;
+	pthread_mutex_init(&d->caw_lock, NULL);
 	for (size_t i = 0; i < sizeof(be->serial) && be->serial[i]; i++)
 		h = (h ^ (uint8_t)be->serial[i]) * 0x100000001b3ull;
 	put64(d->naa, (h >> 4) | 0x3ull << 60);
@@ -298,6 +331,7 @@ void scsi_disk_destroy(struct scsi_disk *d)
 			blk_name(d->be), (unsigned long long)e->read,
 			(unsigned long long)e->write, (unsigned long long)e->flush,
 			(unsigned long long)e->other);
+	pthread_mutex_destroy(&d->caw_lock);
 	free(d);
 }
 

@@ -34,6 +34,7 @@
 #define SENSE_UNIT_ATTENTION 0x6
 #define SENSE_DATA_PROTECT 0x7
 #define SENSE_ABORTED_COMMAND 0xb
+#define SENSE_MISCOMPARE 0xe
 
 enum scsi_dir {
 	SCSI_DIR_NONE,
@@ -101,6 +102,8 @@ struct scsi_req {
 	uint8_t op;
 	uint8_t stage;
 	uint8_t abort_host;		/* 0, or the host status of an abort */
+	uint8_t cmp;			/* enum cmp_mode (disk_int.h) */
+	void *scratch;			/* compare commands' buffer, or NULL */
 	bool is_write;
 	bool dealloc;			/* UNMAP ranges: discard, not zeroes */
 	bool sync_after;		/* write-through: flush before done */
@@ -117,6 +120,20 @@ struct scsi_req {
 			uint64_t off;
 			uint64_t len;
 		} unmap[32];
+		/* compare commands: the span in progress, CMP_CHUNK at a time */
+		struct {
+			const struct iovec *iov;	/* guest data */
+			unsigned int iovcnt;
+			uint64_t gpos;	/* next byte of iov */
+			uint64_t doff;	/* its disk offset */
+			uint64_t left;	/* bytes still to do in the span */
+			uint64_t base;	/* transfer offset of iov's byte 0 */
+			uint64_t len;	/* bytes of the span */
+			struct iovec riov;	/* the chunk in scratch */
+			uint32_t chunk;	/* bytes of the chunk in flight */
+			bool seg;	/* a piecewise segment (seg_done) */
+			bool written;	/* WRITE AND VERIFY: write done */
+		} c;
 	};
 };
 

@@ -24,24 +24,37 @@ const struct cmd_desc disk_cmds[] = {
 	{ READ_CAPACITY_10, 0, false, 10, { 0x25, 0, LBA4, 0, 0, 0x01, 0 } },
 	{ READ_10, 0, false, 10, { 0x28, 0x18, LBA4, 0x1f, 0xff, 0xff, 0 } },
 	{ WRITE_10, 0, false, 10, { 0x2a, 0x18, LBA4, 0x1f, 0xff, 0xff, 0 } },
-	{ VERIFY_10, 0, false, 10, { 0x2f, 0x10, LBA4, 0x1f, 0xff, 0xff, 0 } },
+	{ WRITE_VERIFY_10, 0, false, 10, { 0x2e, 0x16, LBA4, 0x1f, 0xff, 0xff, 0 } },
+	{ VERIFY_10, 0, false, 10, { 0x2f, 0x16, LBA4, 0x1f, 0xff, 0xff, 0 } },
+	{ PRE_FETCH_10, 0, false, 10, { 0x34, 0x02, LBA4, 0x1f, 0xff, 0xff, 0 } },
 	{ SYNC_CACHE_10, 0, false, 10, { 0x35, 0x06, LBA4, 0x1f, 0xff, 0xff, 0 } },
+	{ READ_DEFECT_10, 0, false, 10, { 0x37, 0, 0x1f, 0, 0, 0, 0, 0xff, 0xff, 0 } },
 	{ WRITE_SAME_10, 0, false, 10, { 0x41, 0x08, LBA4, 0x1f, 0xff, 0xff, 0 } },
 	{ UNMAP, 0, false, 10, { 0x42, 0, 0, 0, 0, 0, 0x1f, 0xff, 0xff, 0 } },
 	{ MODE_SELECT_10, 0, false, 10, { 0x55, 0x11, 0, 0, 0, 0, 0, 0xff, 0xff, 0 } },
 	{ MODE_SENSE_10, 0, false, 10, { 0x5a, 0x18, 0xff, 0xff, 0, 0, 0, 0xff, 0xff, 0 } },
 	{ READ_16, 0, false, 16, { 0x88, 0x18, LBA8, LBA4, 0x1f, 0 } },
+	{ COMPARE_AND_WRITE, 0, false, 16,
+	  { 0x89, 0x18, LBA8, 0, 0, 0, 0xff, 0x1f, 0 } },
 	{ WRITE_16, 0, false, 16, { 0x8a, 0x18, LBA8, LBA4, 0x1f, 0 } },
-	{ VERIFY_16, 0, false, 16, { 0x8f, 0x10, LBA8, LBA4, 0x1f, 0 } },
+	{ ORWRITE_16, 0, false, 16, { 0x8b, 0x18, LBA8, LBA4, 0x1f, 0 } },
+	{ WRITE_VERIFY_16, 0, false, 16, { 0x8e, 0x16, LBA8, LBA4, 0x1f, 0 } },
+	{ VERIFY_16, 0, false, 16, { 0x8f, 0x16, LBA8, LBA4, 0x1f, 0 } },
+	{ PRE_FETCH_16, 0, false, 16, { 0x90, 0x02, LBA8, LBA4, 0x1f, 0 } },
 	{ SYNC_CACHE_16, 0, false, 16, { 0x91, 0x06, LBA8, LBA4, 0x1f, 0 } },
 	{ WRITE_SAME_16, 0, false, 16, { 0x93, 0x09, LBA8, LBA4, 0x1f, 0 } },
 	{ SERVICE_ACTION_IN_16, SAI_READ_CAPACITY_16, true, 16,
 	  { 0x9e, 0x1f, LBA8, LBA4, 0x01, 0 } },
+	{ SERVICE_ACTION_IN_16, SAI_GET_LBA_STATUS, true, 16,
+	  { 0x9e, 0x1f, LBA8, LBA4, 0, 0 } },
 	{ REPORT_LUNS, 0, false, 12, { 0xa0, 0, 0xff, 0, 0, 0, LBA4, 0, 0 } },
 	{ MAINTENANCE_IN, MI_REPORT_SUPPORTED_OPCODES, true, 12,
 	  { 0xa3, 0x1f, 0x87, 0xff, 0xff, 0xff, LBA4, 0, 0 } },
 	{ READ_12, 0, false, 12, { 0xa8, 0x18, LBA4, LBA4, 0x1f, 0 } },
 	{ WRITE_12, 0, false, 12, { 0xaa, 0x18, LBA4, LBA4, 0x1f, 0 } },
+	{ WRITE_VERIFY_12, 0, false, 12, { 0xae, 0x16, LBA4, LBA4, 0x1f, 0 } },
+	{ VERIFY_12, 0, false, 12, { 0xaf, 0x16, LBA4, LBA4, 0x1f, 0 } },
+	{ READ_DEFECT_12, 0, false, 12, { 0xb7, 0x1f, LBA4, LBA4, 0, 0 } },
 };
 const unsigned int disk_ncmds = sizeof(disk_cmds) / sizeof(disk_cmds[0]);
 
@@ -91,6 +104,8 @@ bool disk_is_write_op(uint8_t op)
 	switch (op) {
 	case WRITE_6: case WRITE_10: case WRITE_12: case WRITE_16:
 	case WRITE_SAME_10: case WRITE_SAME_16: case UNMAP:
+	case WRITE_VERIFY_10: case WRITE_VERIFY_12: case WRITE_VERIFY_16:
+	case COMPARE_AND_WRITE: case ORWRITE_16:
 		return true;
 	}
 	return false;
@@ -147,7 +162,7 @@ static void decode_rw(const struct scsi_disk *d, const uint8_t *cdb,
 	dc->info.offset = dc->lba * d->bs;
 }
 
-/* VERIFY, SYNCHRONIZE CACHE, WRITE SAME: an LBA range, no direct data. */
+/* SYNCHRONIZE CACHE, WRITE SAME: an LBA range, no direct data. */
 static void decode_range(const struct scsi_disk *d, const uint8_t *cdb,
 			 struct decoded *dc)
 {
@@ -160,9 +175,6 @@ static void decode_range(const struct scsi_disk *d, const uint8_t *cdb,
 		/* 0 blocks: everything from lba to the end. */
 		if (dc->nblocks == 0 && dc->lba <= d->nblocks)
 			return;
-		range_ok(d, dc, dc->lba, dc->nblocks);
-		return;
-	case VERIFY_10: case VERIFY_16:
 		range_ok(d, dc, dc->lba, dc->nblocks);
 		return;
 	}
@@ -180,6 +192,107 @@ static void decode_range(const struct scsi_disk *d, const uint8_t *cdb,
 		return bad_field(dc, true, 1, -1);
 	dc->info.dir = SCSI_DIR_TO_DEV;
 	dc->info.xfer = d->bs;
+}
+
+/* The LBA and length fields of a CDB of the common layouts (10, 12 or 16
+ * bytes, by the opcode's group); returns the length field's byte. */
+static unsigned int lba_len(const uint8_t *cdb, uint64_t *lba, uint32_t *n)
+{
+	if (cdb[0] >= 0x80 && cdb[0] < 0xa0) {
+		*lba = be64(cdb + 2);
+		*n = be32(cdb + 10);
+		return 10;
+	}
+	*lba = be32(cdb + 2);
+	if (cdb[0] >= 0xa0) {
+		*n = be32(cdb + 6);
+		return 6;
+	}
+	*n = be16(cdb + 7);
+	return 7;
+}
+
+/* VERIFY, WRITE AND VERIFY, COMPARE AND WRITE, ORWRITE (disk_cmp.c). The
+ * LBA range is checked before the other fields: an initiator probing the
+ * end of the medium with BYTCHK set wants LBA OUT OF RANGE, not a complaint
+ * about the data it would have sent. */
+static void decode_cmp(const struct scsi_disk *d, const uint8_t *cdb,
+		       struct decoded *dc)
+{
+	unsigned int len_at = lba_len(cdb, &dc->lba, &dc->nblocks);
+	uint8_t bytchk = (cdb[1] >> 1) & 3;
+	bool wr = disk_is_write_op(cdb[0]);
+	uint64_t xfer;
+
+	if (cdb[0] == COMPARE_AND_WRITE) {
+		dc->nblocks = cdb[13];
+		len_at = 13;
+	}
+	if (!range_ok(d, dc, dc->lba, dc->nblocks))
+		return;
+	if (wr && d->be->ro)
+		return fail(dc, SENSE_DATA_PROTECT, ASC_WRITE_PROTECTED);
+	switch (cdb[0]) {
+	case VERIFY_10: case VERIFY_12: case VERIFY_16:
+		if (bytchk == 2)	/* reserved */
+			return bad_field(dc, true, 1, 2);
+		if (bytchk == 0)	/* medium verification: no data */
+			return;
+		dc->cmp = bytchk == 1 ? CMP_VERIFY : CMP_VERIFY_SAME;
+		break;
+	case WRITE_VERIFY_10: case WRITE_VERIFY_12: case WRITE_VERIFY_16:
+		/* 10b and 11b are reserved for WRITE AND VERIFY in SBC-4 */
+		if (bytchk > 1)
+			return bad_field(dc, true, 1, 2);
+		dc->cmp = bytchk ? CMP_WRITE_VERIFY : CMP_NONE;
+		break;
+	case COMPARE_AND_WRITE:
+		if (dc->nblocks > MAX_CAW_BLOCKS)
+			return bad_field(dc, true, 13, -1);
+		dc->cmp = CMP_CAW;
+		break;
+	default:
+		dc->cmp = CMP_ORWRITE;
+		break;
+	}
+	if (dc->nblocks > d->max_xfer_blocks)
+		return bad_field(dc, true, len_at, -1);
+	if (dc->nblocks == 0) {
+		dc->cmp = CMP_NONE;
+		return;
+	}
+	xfer = (uint64_t)dc->nblocks * d->bs;
+	if (dc->cmp == CMP_VERIFY_SAME)
+		xfer = d->bs;
+	else if (dc->cmp == CMP_CAW)
+		xfer *= 2;
+	/* WRITE AND VERIFY is written through (the verify is of what is
+	 * stored); the others follow their FUA bit and the write cache */
+	dc->fua = wr && (cdb[1] & 0x08 || cdb[0] == WRITE_VERIFY_10 ||
+			 cdb[0] == WRITE_VERIFY_12 || cdb[0] == WRITE_VERIFY_16);
+	dc->info.dir = SCSI_DIR_TO_DEV;
+	dc->info.xfer = xfer;
+	dc->info.direct = true;
+	dc->info.offset = dc->lba * d->bs;
+}
+
+/* PRE-FETCH and GET LBA STATUS: an LBA (and length) on the medium. */
+static void decode_lba(const struct scsi_disk *d, const uint8_t *cdb,
+		       struct decoded *dc)
+{
+	unsigned int len_at = lba_len(cdb, &dc->lba, &dc->nblocks);
+
+	if (cdb[0] == SERVICE_ACTION_IN_16) {	/* GET LBA STATUS */
+		if (dc->lba >= d->nblocks)
+			return fail(dc, SENSE_ILLEGAL_REQUEST, ASC_LBA_OUT_OF_RANGE);
+		dc->info.dir = dc->nblocks ? SCSI_DIR_FROM_DEV : SCSI_DIR_NONE;
+		dc->info.xfer = dc->nblocks;	/* the allocation length */
+		return;
+	}
+	if (!range_ok(d, dc, dc->lba, dc->nblocks))
+		return;
+	if (dc->nblocks > d->max_xfer_blocks)	/* MAXIMUM PREFETCH LENGTH */
+		bad_field(dc, true, len_at, -1);
 }
 
 static void data_in(struct decoded *dc, uint32_t alloc)
@@ -206,6 +319,7 @@ void disk_decode(const struct scsi_disk *d, const uint8_t *cdb,
 	memset(&dc->info, 0, sizeof(dc->info));
 	dc->bad = false;
 	dc->fua = false;
+	dc->cmp = CMP_NONE;
 	if (cdb_len == 0)
 		return fail(dc, SENSE_ILLEGAL_REQUEST, ASC_INVALID_OPCODE);
 	c = disk_cmd_find(cdb[0], cdb_len > 1 ? cdb[1] & 0x1f : 0, false);
@@ -244,7 +358,19 @@ void disk_decode(const struct scsi_disk *d, const uint8_t *cdb,
 			return bad_field(dc, true, 2, -1);
 		return data_in(dc, 8);
 	case SERVICE_ACTION_IN_16:
+		if ((cdb[1] & 0x1f) == SAI_GET_LBA_STATUS)
+			return decode_lba(d, cdb, dc);
 		return data_in(dc, be32(cdb + 10));
+	case PRE_FETCH_10: case PRE_FETCH_16:
+		return decode_lba(d, cdb, dc);
+	case READ_DEFECT_10:
+		return data_in(dc, be16(cdb + 7));
+	case READ_DEFECT_12:
+		return data_in(dc, be32(cdb + 6));
+	case VERIFY_10: case VERIFY_12: case VERIFY_16:
+	case WRITE_VERIFY_10: case WRITE_VERIFY_12: case WRITE_VERIFY_16:
+	case COMPARE_AND_WRITE: case ORWRITE_16:
+		return decode_cmp(d, cdb, dc);
 	case REPORT_LUNS:
 		if (cdb[2] > 2)
 			return bad_field(dc, true, 2, -1);
@@ -260,7 +386,6 @@ void disk_decode(const struct scsi_disk *d, const uint8_t *cdb,
 	case READ_6: case READ_10: case READ_12: case READ_16:
 	case WRITE_6: case WRITE_10: case WRITE_12: case WRITE_16:
 		return decode_rw(d, cdb, dc);
-	case VERIFY_10: case VERIFY_16:
 	case SYNC_CACHE_10: case SYNC_CACHE_16:
 	case WRITE_SAME_10: case WRITE_SAME_16:
 		return decode_range(d, cdb, dc);

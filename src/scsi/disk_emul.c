@@ -90,8 +90,10 @@ static size_t vpd_page(const struct scsi_disk *d, uint8_t page, uint8_t *p)
 				d->be->phys_block_size / d->bs : 1;
 
 		p[4] = 0x01;	/* WSNZ */
+		p[5] = MAX_CAW_BLOCKS;	/* MAXIMUM COMPARE AND WRITE LENGTH */
 		put16(p + 6, gran);
 		put32(p + 8, d->max_xfer_blocks);
+		put32(p + 16, d->max_xfer_blocks);	/* MAXIMUM PREFETCH LENGTH */
 		put32(p + 20, d->max_unmap_blocks);
 		put32(p + 24, MAX_UNMAP_DESC);
 		put32(p + 28, gran);
@@ -123,8 +125,8 @@ void disk_inquiry(struct scsi_req *req, const uint8_t *cdb, uint32_t alloc)
 	if (cdb[1] & 1) {
 		n = vpd_page(req->disk, cdb[2], buf);
 		if (!n) {
-			struct sense s = { SENSE_ILLEGAL_REQUEST,
-					   ASC_INVALID_FIELD_CDB, 2, -1, true };
+			struct sense s = { .key = SENSE_ILLEGAL_REQUEST, .asc = ASC_INVALID_FIELD_CDB,
+			.field = 2, .bit = -1, .cd = true };
 
 			disk_check_condition(req, &s);
 			req->done(req);
@@ -155,7 +157,8 @@ size_t disk_report_luns(const struct scsi_lun_map *m, uint8_t sel, uint8_t *p)
 
 size_t disk_request_sense(struct scsi_disk *d, bool desc, uint8_t *p)
 {
-	struct sense s = { SENSE_NO_SENSE, ASC_NONE, -1, -1, false };
+	struct sense s = { .key = SENSE_NO_SENSE, .asc = ASC_NONE,
+			.field = -1, .bit = -1, .cd = false };
 	uint8_t ua = __atomic_exchange_n(&d->ua, 0, __ATOMIC_RELAXED);
 
 	if (ua) {
@@ -204,8 +207,8 @@ void disk_rsoc(struct scsi_req *req, const uint8_t *cdb, uint32_t alloc)
 	uint8_t opt = cdb[2] & 7, op = cdb[3];
 	uint16_t sa = be16(cdb + 4);
 	const struct cmd_desc *c;
-	struct sense s = { SENSE_ILLEGAL_REQUEST, ASC_INVALID_FIELD_CDB, 2, -1,
-			   true };
+	struct sense s = { .key = SENSE_ILLEGAL_REQUEST, .asc = ASC_INVALID_FIELD_CDB,
+			.field = 2, .bit = -1, .cd = true };
 	size_t n;
 
 	if (opt == 0) {
@@ -310,12 +313,12 @@ void disk_mode_sense(struct scsi_req *req, const uint8_t *cdb, uint32_t alloc)
 	uint8_t page = cdb[2] & 0x3f, sub = cdb[3];
 	uint8_t buf[128];
 	size_t hdr = ten ? 8 : 4, n = hdr, bdl = dbd ? 0 : llbaa ? 16 : 8;
-	struct sense s = { SENSE_ILLEGAL_REQUEST, ASC_INVALID_FIELD_CDB, 2, -1,
-			   true };
+	struct sense s = { .key = SENSE_ILLEGAL_REQUEST, .asc = ASC_INVALID_FIELD_CDB,
+			.field = 2, .bit = -1, .cd = true };
 
 	if (pc == PC_SAVED) {
-		s = (struct sense){ SENSE_ILLEGAL_REQUEST,
-				    ASC_SAVING_NOT_SUPPORTED, -1, -1, false };
+		s = (struct sense){ .key = SENSE_ILLEGAL_REQUEST, .asc = ASC_SAVING_NOT_SUPPORTED,
+			.field = -1, .bit = -1, .cd = false };
 		goto fail;
 	}
 	if (page != CACHING_PAGE && page != CONTROL_PAGE && page != 0x3f)
@@ -363,8 +366,8 @@ void disk_mode_select(struct scsi_req *req, const uint8_t *cdb,
 	struct scsi_disk *d = req->disk;
 	bool ten = cdb[0] == MODE_SELECT_10;
 	size_t hdr = ten ? 8 : 4, bdl, off;
-	struct sense s = { SENSE_ILLEGAL_REQUEST, ASC_PARAM_LIST_LENGTH, -1, -1,
-			   false };
+	struct sense s = { .key = SENSE_ILLEGAL_REQUEST, .asc = ASC_PARAM_LIST_LENGTH,
+			.field = -1, .bit = -1, .cd = false };
 	int wce = -1, ds = -1;
 
 	req->xferred = len;
@@ -374,8 +377,8 @@ void disk_mode_select(struct scsi_req *req, const uint8_t *cdb,
 		goto fail;
 	bdl = ten ? be16(p + 6) : p[3];
 	if (bdl && bdl != (ten && (p[4] & 1) ? 16u : 8u)) {
-		s = (struct sense){ SENSE_ILLEGAL_REQUEST, ASC_INVALID_FIELD_PARAM,
-				    ten ? 6 : 3, -1, false };
+		s = (struct sense){ .key = SENSE_ILLEGAL_REQUEST, .asc = ASC_INVALID_FIELD_PARAM,
+			.field = ten ? 6 : 3, .bit = -1, .cd = false };
 		goto fail;
 	}
 	if (len < hdr + bdl)
@@ -385,9 +388,8 @@ void disk_mode_select(struct scsi_req *req, const uint8_t *cdb,
 		uint32_t bl = bdl == 16 ? be32(p + hdr + 12) : be32(p + hdr + 4) & 0xffffff;
 
 		if (bl != d->bs) {
-			s = (struct sense){ SENSE_ILLEGAL_REQUEST,
-					    ASC_INVALID_FIELD_PARAM,
-					    hdr + (bdl == 16 ? 12 : 5), -1, false };
+			s = (struct sense){ .key = SENSE_ILLEGAL_REQUEST, .asc = ASC_INVALID_FIELD_PARAM,
+			.field = hdr + (bdl == 16 ? 12 : 5), .bit = -1, .cd = false };
 			goto fail;
 		}
 	}
@@ -399,8 +401,8 @@ void disk_mode_select(struct scsi_req *req, const uint8_t *cdb,
 		if (len - off < 2)
 			goto fail;
 		plen = pg[1] + 2;
-		s = (struct sense){ SENSE_ILLEGAL_REQUEST, ASC_INVALID_FIELD_PARAM,
-				    off, -1, false };
+		s = (struct sense){ .key = SENSE_ILLEGAL_REQUEST, .asc = ASC_INVALID_FIELD_PARAM,
+			.field = off, .bit = -1, .cd = false };
 		if ((pg[0] & 0x3f) == CACHING_PAGE && !(pg[0] & 0x40)) {
 			caching_page(d, PC_CURRENT, cur);
 			caching_page(d, PC_CHANGEABLE, chg);
@@ -415,8 +417,8 @@ void disk_mode_select(struct scsi_req *req, const uint8_t *cdb,
 			goto fail;
 		}
 		if (len - off < plen) {
-			s = (struct sense){ SENSE_ILLEGAL_REQUEST,
-					    ASC_PARAM_LIST_LENGTH, -1, -1, false };
+			s = (struct sense){ .key = SENSE_ILLEGAL_REQUEST, .asc = ASC_PARAM_LIST_LENGTH,
+			.field = -1, .bit = -1, .cd = false };
 			goto fail;
 		}
 		/* only the changeable bits may differ from current values */

@@ -3,6 +3,7 @@
 #ifndef IOVM_SCSI_DISK_INT_H
 #define IOVM_SCSI_DISK_INT_H
 
+#include <pthread.h>
 #include <stddef.h>
 
 #include "scsi/disk.h"
@@ -20,15 +21,22 @@
 #define READ_CAPACITY_10 0x25
 #define READ_10 0x28
 #define WRITE_10 0x2a
+#define WRITE_VERIFY_10 0x2e
 #define VERIFY_10 0x2f
+#define PRE_FETCH_10 0x34
 #define SYNC_CACHE_10 0x35
+#define READ_DEFECT_10 0x37
 #define WRITE_SAME_10 0x41
 #define UNMAP 0x42
 #define MODE_SELECT_10 0x55
 #define MODE_SENSE_10 0x5a
 #define READ_16 0x88
+#define COMPARE_AND_WRITE 0x89
 #define WRITE_16 0x8a
+#define ORWRITE_16 0x8b
+#define WRITE_VERIFY_16 0x8e
 #define VERIFY_16 0x8f
+#define PRE_FETCH_16 0x90
 #define SYNC_CACHE_16 0x91
 #define WRITE_SAME_16 0x93
 #define SERVICE_ACTION_IN_16 0x9e
@@ -36,20 +44,33 @@
 #define MAINTENANCE_IN 0xa3
 #define READ_12 0xa8
 #define WRITE_12 0xaa
+#define WRITE_VERIFY_12 0xae
+#define VERIFY_12 0xaf
+#define READ_DEFECT_12 0xb7
 
 #define SAI_READ_CAPACITY_16 0x10
+#define SAI_GET_LBA_STATUS 0x12
 #define MI_REPORT_SUPPORTED_OPCODES 0x0c
 
 /* Limits advertised in the Block Limits VPD page and enforced here. */
 #define MAX_XFER_BYTES (32u << 20)
 #define MAX_UNMAP_BYTES (1ull << 30)
 #define MAX_UNMAP_DESC 32
+/* UNMAP and WRITE SAME: at most 1 Mi blocks per command (512 MiB of 512-byte
+ * blocks, 4 GiB of 4 KiB ones), what initiators' sanity checks accept
+ * (libiscsi's conformance suite wants MAXIMUM UNMAP LBA COUNT <= 1 Mi). */
+#define MAX_UNMAP_BLOCKS (1u << 20)
+/* COMPARE AND WRITE: blocks per command (Block Limits byte 5). The command
+ * runs under a lock with a buffer of 3 x this many blocks, so keep it
+ * small; VMware's ATS and Linux's users send 1. */
+#define MAX_CAW_BLOCKS 32u
 
 /* Additional sense codes (ASC << 8 | ASCQ). */
 #define ASC_NONE 0x0000
 #define ASC_NOT_READY_INIT_REQUIRED 0x0402
 #define ASC_WRITE_ERROR 0x0c00
 #define ASC_UNRECOVERED_READ_ERROR 0x1100
+#define ASC_MISCOMPARE_VERIFY 0x1d00
 #define ASC_PARAM_LIST_LENGTH 0x1a00
 #define ASC_INVALID_OPCODE 0x2000
 #define ASC_LBA_OUT_OF_RANGE 0x2100
@@ -62,8 +83,21 @@
 #define ASC_I_T_NEXUS_LOSS 0x2907
 #define ASC_SAVING_NOT_SUPPORTED 0x3900
 #define ASC_INTERNAL_TARGET_FAILURE 0x4400
+#define ASC_DATA_PHASE_ERROR 0x4b00
 
 enum stage { ST_NONE, ST_RW, ST_FLUSH, ST_STOP, ST_WS, ST_UNMAP, ST_SEG };
+
+/* The commands that compare or combine the guest's data with the medium's
+ * (disk_cmp.c). They are direct (data-out at the LBA range's offset), so
+ * both HBAs' data phases reach them. */
+enum cmp_mode {
+	CMP_NONE,
+	CMP_VERIFY,		/* VERIFY BYTCHK 01b: data-out == medium */
+	CMP_VERIFY_SAME,	/* VERIFY BYTCHK 11b: one block == each block */
+	CMP_WRITE_VERIFY,	/* WRITE AND VERIFY BYTCHK 01b */
+	CMP_CAW,		/* COMPARE AND WRITE */
+	CMP_ORWRITE,		/* ORWRITE: medium |= data-out */
+};
 
 struct scsi_disk {
 	struct blk_backend *be;
@@ -76,6 +110,9 @@ struct scsi_disk {
 	/* Shared by every queue thread; accessed with atomics. */
 	bool wce;
 	bool dsense;
+	/* COMPARE AND WRITE between this process's queue threads (between
+	 * processes: an OFD lock on the image's byte range) */
+	pthread_mutex_t caw_lock;
 	bool stopped;
 	uint8_t ua;		/* 0 or the ASCQ of a pending 29h unit attention */
 	struct blk_errors errors;	/* what the backend failed */
@@ -90,6 +127,8 @@ struct sense {
 	int16_t field;
 	int8_t bit;
 	bool cd;
+	bool info_valid;	/* INFORMATION: info (MISCOMPARE: byte offset) */
+	uint64_t info;
 };
 
 /* What the decoder found: the data phase plus the command's fields. */
@@ -100,6 +139,7 @@ struct decoded {
 	uint64_t lba;
 	uint32_t nblocks;
 	bool fua;
+	uint8_t cmp;		/* enum cmp_mode: a disk_cmp.c command */
 };
 
 /* The commands implemented, with their CDB usage maps (the bits the device
@@ -177,7 +217,24 @@ void disk_mode_sense(struct scsi_req *req, const uint8_t *cdb, uint32_t alloc);
 void disk_mode_select(struct scsi_req *req, const uint8_t *cdb,
 		      const uint8_t *p, size_t len);
 
+/* disk_cmp.c: VERIFY with BYTCHK, WRITE AND VERIFY, COMPARE AND WRITE,
+ * ORWRITE, in whole-buffer and piecewise mode; PRE-FETCH, GET LBA STATUS,
+ * READ DEFECT DATA. */
+int disk_cmp_prepare(struct scsi_req *req, const struct decoded *dc);
+void disk_cmp_submit(struct scsi_req *req, const struct decoded *dc);
+int disk_cmp_segment(struct scsi_req *req, const struct iovec *iov,
+		     unsigned int iovcnt, uint64_t pos);
+void disk_cmp_end(struct scsi_req *req);
+void disk_prefetch(struct scsi_req *req, const struct decoded *dc);
+void disk_get_lba_status(struct scsi_req *req, const struct decoded *dc,
+			 uint32_t alloc);
+void disk_read_defects(struct scsi_req *req, const uint8_t *cdb,
+		       uint32_t alloc);
+
 /* disk_io.c: the data path through the block queue. */
+void disk_complete(struct scsi_req *req);
+void disk_submit_failed(struct scsi_req *req, int ret);
+void disk_flush_then_complete(struct scsi_req *req);
 void disk_rw(struct scsi_disk *d, struct scsi_req *req,
 	     const struct decoded *dc);
 void disk_sync_cache(struct scsi_disk *d, struct scsi_req *req);

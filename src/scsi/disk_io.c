@@ -15,8 +15,12 @@
 static void io_done(void *tag, int res);
 static void io_error(struct scsi_req *req);
 
-static void complete(struct scsi_req *req)
+void disk_complete(struct scsi_req *req)
 {
+	if (req->scratch) {
+		free(req->scratch);
+		req->scratch = NULL;
+	}
 	if (req->abort_host) {
 		req->host = req->abort_host;
 		req->status = SAM_STAT_TASK_ABORTED;
@@ -33,8 +37,12 @@ static void complete(struct scsi_req *req)
 }
 
 /* A backend operation could not even be queued. */
-static void submit_failed(struct scsi_req *req, int ret)
+void disk_submit_failed(struct scsi_req *req, int ret)
 {
+	if (req->scratch) {
+		free(req->scratch);
+		req->scratch = NULL;
+	}
 	if (ret == -EAGAIN || ret == -EBUSY)
 		req->status = SAM_STAT_TASK_SET_FULL;
 	else
@@ -49,15 +57,20 @@ static void flush_then_complete(struct scsi_req *req, enum stage st)
 	int ret;
 
 	if (req->err || req->abort_host) {
-		complete(req);
+		disk_complete(req);
 		return;
 	}
 	req->stage = st;
 	ret = blkq_flush(req->q, req->disk->be, io_done, req);
 	if (ret) {
 		req->err = ret;
-		complete(req);
+		disk_complete(req);
 	}
+}
+
+void disk_flush_then_complete(struct scsi_req *req)
+{
+	flush_then_complete(req, ST_FLUSH);
 }
 
 static void ws_next(struct scsi_req *req);
@@ -76,11 +89,11 @@ static void io_done(void *tag, int res)
 			res = -EIO;
 		if (res < 0) {
 			req->err = res;
-			complete(req);
+			disk_complete(req);
 		} else if (req->sync_after) {
 			flush_then_complete(req, ST_FLUSH);
 		} else {
-			complete(req);
+			disk_complete(req);
 		}
 		return;
 	case ST_SEG:
@@ -93,14 +106,14 @@ static void io_done(void *tag, int res)
 	case ST_FLUSH:
 		if (res < 0)
 			req->err = res;
-		complete(req);
+		disk_complete(req);
 		return;
 	case ST_STOP:
 		if (res < 0)
 			req->err = res;
 		else
 			__atomic_store_n(&d->stopped, true, __ATOMIC_RELAXED);
-		complete(req);
+		disk_complete(req);
 		return;
 	case ST_WS:
 		if (res < 0)
@@ -143,7 +156,7 @@ static void ws_next(struct scsi_req *req)
 		if (req->sync_after)
 			flush_then_complete(req, ST_FLUSH);
 		else
-			complete(req);
+			disk_complete(req);
 		return;
 	}
 	chunk = (uint64_t)req->step * d->bs;	/* step: blocks per chunk */
@@ -155,7 +168,7 @@ static void ws_next(struct scsi_req *req)
 		      io_done, req);
 	if (ret) {
 		req->err = ret;
-		complete(req);
+		disk_complete(req);
 		return;
 	}
 	req->pos += chunk;
@@ -220,7 +233,7 @@ static void unmap_next(struct scsi_req *req)
 		if (req->sync_after)
 			flush_then_complete(req, ST_FLUSH);
 		else
-			complete(req);
+			disk_complete(req);
 		return;
 	}
 	req->stage = ST_UNMAP;
@@ -231,15 +244,15 @@ static void unmap_next(struct scsi_req *req)
 	req->step++;
 	if (ret) {
 		req->err = ret;
-		complete(req);
+		disk_complete(req);
 	}
 }
 
 void disk_unmap(struct scsi_req *req, const uint8_t *p, size_t len)
 {
 	struct scsi_disk *d = req->disk;
-	struct sense s = { SENSE_ILLEGAL_REQUEST, ASC_PARAM_LIST_LENGTH, -1, -1,
-			   false };
+	struct sense s = { .key = SENSE_ILLEGAL_REQUEST, .asc = ASC_PARAM_LIST_LENGTH,
+			.field = -1, .bit = -1, .cd = false };
 	uint16_t bddl;
 	unsigned int n = 0;
 
@@ -252,8 +265,8 @@ void disk_unmap(struct scsi_req *req, const uint8_t *p, size_t len)
 		goto fail;
 	bddl = be16(p + 2);
 	if (bddl / 16 > MAX_UNMAP_DESC) {
-		s = (struct sense){ SENSE_ILLEGAL_REQUEST, ASC_INVALID_FIELD_PARAM,
-				    2, -1, false };
+		s = (struct sense){ .key = SENSE_ILLEGAL_REQUEST, .asc = ASC_INVALID_FIELD_PARAM,
+			.field = 2, .bit = -1, .cd = false };
 		goto fail;
 	}
 	for (unsigned int i = 0; i < bddl / 16; i++) {
@@ -262,14 +275,13 @@ void disk_unmap(struct scsi_req *req, const uint8_t *p, size_t len)
 		uint32_t cnt = be32(e + 8);
 
 		if (cnt > d->max_unmap_blocks) {
-			s = (struct sense){ SENSE_ILLEGAL_REQUEST,
-					    ASC_INVALID_FIELD_PARAM, 8 + 16 * i + 8,
-					    -1, false };
+			s = (struct sense){ .key = SENSE_ILLEGAL_REQUEST, .asc = ASC_INVALID_FIELD_PARAM,
+			.field = 8 + 16 * i + 8, .bit = -1, .cd = false };
 			goto fail;
 		}
 		if (lba > d->nblocks || cnt > d->nblocks - lba) {
-			s = (struct sense){ SENSE_ILLEGAL_REQUEST,
-					    ASC_LBA_OUT_OF_RANGE, -1, -1, false };
+			s = (struct sense){ .key = SENSE_ILLEGAL_REQUEST, .asc = ASC_LBA_OUT_OF_RANGE,
+			.field = -1, .bit = -1, .cd = false };
 			goto fail;
 		}
 		if (!cnt)
@@ -303,7 +315,7 @@ void disk_rw(struct scsi_disk *d, struct scsi_req *req,
 	ret = blkq_rw(req->q, d->be, req->is_write ? BLK_OP_WRITE : BLK_OP_READ,
 		      req->iov, cnt, dc->info.offset, io_done, req);
 	if (ret)
-		submit_failed(req, ret);
+		disk_submit_failed(req, ret);
 }
 
 void disk_sync_cache(struct scsi_disk *d, struct scsi_req *req)
@@ -314,7 +326,7 @@ void disk_sync_cache(struct scsi_disk *d, struct scsi_req *req)
 	req->stage = ST_FLUSH;
 	ret = blkq_flush(req->q, d->be, io_done, req);
 	if (ret)
-		submit_failed(req, ret);
+		disk_submit_failed(req, ret);
 }
 
 void disk_start_stop(struct scsi_disk *d, struct scsi_req *req,
@@ -341,6 +353,8 @@ int scsi_disk_segment(struct scsi_req *req, const struct iovec *iov,
 
 	if (pos > req->info.xfer || len > req->info.xfer - pos)
 		return -EINVAL;
+	if (req->cmp)
+		return disk_cmp_segment(req, iov, iovcnt, pos);
 	req->stage = ST_SEG;
 	return blkq_rw(req->q, req->disk->be,
 		       req->is_write ? BLK_OP_WRITE : BLK_OP_READ, iov, iovcnt,
@@ -349,10 +363,14 @@ int scsi_disk_segment(struct scsi_req *req, const struct iovec *iov,
 
 void scsi_disk_end(struct scsi_req *req)
 {
+	if (req->cmp) {
+		disk_cmp_end(req);
+		return;
+	}
 	if (req->sync_after && req->xferred)
 		flush_then_complete(req, ST_FLUSH);
 	else
-		complete(req);
+		disk_complete(req);
 }
 
 /* ---- errors ---- */

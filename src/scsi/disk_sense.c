@@ -16,6 +16,7 @@ unsigned int disk_sense_encode(const struct sense *s, bool desc, uint8_t *p)
 {
 	uint8_t sks[3] = { 0 };
 	bool sksv = s->field >= 0;
+	unsigned int n = 8;
 
 	if (sksv) {
 		sks[0] = 0x80 | (s->cd ? 0x40 : 0) |
@@ -29,18 +30,32 @@ unsigned int disk_sense_encode(const struct sense *s, bool desc, uint8_t *p)
 		p[1] = s->key;
 		p[2] = s->asc >> 8;
 		p[3] = s->asc;
-		if (!sksv)
-			return 8;
-		p[7] = 8;
-		memset(p + 8, 0, 8);
-		p[8] = 0x02;	/* sense key specific descriptor */
-		p[9] = 6;
-		memcpy(p + 12, sks, 3);
-		return 16;
+		if (s->info_valid) {	/* information descriptor */
+			memset(p + n, 0, 12);
+			p[n] = 0x00;
+			p[n + 1] = 0x0a;
+			p[n + 2] = 0x80;	/* VALID */
+			put64(p + n + 4, s->info);
+			n += 12;
+		}
+		if (sksv) {		/* sense key specific descriptor */
+			memset(p + n, 0, 8);
+			p[n] = 0x02;
+			p[n + 1] = 6;
+			memcpy(p + n + 4, sks, 3);
+			n += 8;
+		}
+		p[7] = n - 8;
+		return n;
 	}
 	memset(p, 0, 18);
 	p[0] = 0x70;
 	p[2] = s->key;
+	/* INFORMATION holds 32 bits in fixed format; VALID says it is set */
+	if (s->info_valid && s->info <= UINT32_MAX) {
+		p[0] |= 0x80;
+		put32(p + 3, s->info);
+	}
 	p[7] = 10;
 	p[12] = s->asc >> 8;
 	p[13] = s->asc;

@@ -76,7 +76,8 @@ static void check_result(const struct scsi_req *r)
 	if (r->xferred > r->buf_len)
 		abort();
 	if (r->status == SAM_STAT_CHECK_CONDITION) {
-		if (r->sense_len != 8 && r->sense_len != 16 && r->sense_len != 18)
+		if (r->sense_len != 8 && r->sense_len != 16 && r->sense_len != 18 &&
+		    r->sense_len != 20 && r->sense_len != 28)
 			abort();
 		if ((r->sense[0] & 0x7e) != 0x70 && (r->sense[0] & 0x7e) != 0x72)
 			abort();

@@ -10,12 +10,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "lib/log.h"
-#include "scsi/disk.h"
+#include "scsi/disk_int.h"
 
 #define NBLOCKS 2048u
 #define BS 512u
@@ -227,7 +229,7 @@ static void test_invalid_opcode(void **state)
 	expect_sense(RUN0(0x7f, 0, 0, 0, 0, 0, 0, 0, 0, 0), SENSE_ILLEGAL_REQUEST,
 		     0x20, 0, 0, 0);
 	/* known opcode, unknown service action */
-	expect_invalid_cdb(RUN0(0x9e, 0x12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0),
+	expect_invalid_cdb(RUN0(0x9e, 0x13, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0),
 			   1, 4);
 	/* a CDB shorter than its opcode's length */
 	expect_invalid_cdb(RUN0(0x28, 0, 0, 0), 0, -1);
@@ -477,8 +479,15 @@ static void test_verify_sync(void **state)
 	expect_good(RUN0(0x8f, 0, 0, 0, 0, 0, 0, 0, 0x07, 0xf8, 0, 0, 0, 8, 0, 0));
 	expect_sense(RUN0(0x2f, 0, 0, 0, 0x07, 0xff, 0, 0, 2, 0), SENSE_ILLEGAL_REQUEST,
 		     0x21, 0, 0, 0);
-	/* BYTCHK (compare with data-out) is not supported */
-	expect_invalid_cdb(RUN0(0x2f, 0x02, 0, 0, 0, 0, 0, 0, 1, 0), 1, 1);
+	/* BYTCHK 10b is reserved; VRPROTECT (no protection information) */
+	expect_invalid_cdb(RUN0(0x2f, 0x04, 0, 0, 0, 0, 0, 0, 1, 0), 1, 2);
+	expect_invalid_cdb(RUN0(0x2f, 0x20, 0, 0, 0, 0, 0, 0, 1, 0), 1, 5);
+	/* the range is checked first: BYTCHK 01b past the end */
+	expect_sense(RUN0(0x2f, 0x02, 0, 0, 0x07, 0xff, 0, 0, 2, 0),
+		     SENSE_ILLEGAL_REQUEST, 0x21, 0, 0, 0);
+	/* zero blocks with BYTCHK: nothing to compare, no data */
+	expect_good(RUN0(0x2f, 0x02, 0, 0, 0, 0, 0, 0, 0, 0));
+	expect_good(RUN0(0xaf, 0, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0));
 	expect_good(RUN0(0x35, 0, 0, 0, 0, 0, 0, 0, 0, 0));
 	expect_good(RUN0(0x35, 0x02, 0, 0, 0, 0x10, 0, 0, 0x10, 0));
 	expect_good(RUN0(0x91, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0));
@@ -732,6 +741,14 @@ static void test_read_only(void **state)
 		     SENSE_DATA_PROTECT, 0x27, 0, 0, 0);
 	expect_sense(RUN(SCSI_DIR_TO_DEV, um, 24, 0x42, 0, 0, 0, 0, 0, 0, 0, 24, 0),
 		     SENSE_DATA_PROTECT, 0x27, 0, 0, 0);
+	/* the compare-and-write family writes; VERIFY only reads */
+	expect_sense(RUN(SCSI_DIR_TO_DEV, b, BS, 0x2e, 0x02, 0, 0, 0, 0, 0, 0, 1, 0),
+		     SENSE_DATA_PROTECT, 0x27, 0, 0, 0);
+	expect_sense(RUN(SCSI_DIR_TO_DEV, b, BS, 0x89, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+			 0, 0, 0), SENSE_DATA_PROTECT, 0x27, 0, 0, 0);
+	expect_sense(RUN(SCSI_DIR_TO_DEV, b, BS, 0x8b, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+			 1, 0, 0), SENSE_DATA_PROTECT, 0x27, 0, 0, 0);
+	expect_good(RUN(SCSI_DIR_TO_DEV, b, BS, 0x2f, 0x02, 0, 0, 0, 0, 0, 0, 1, 0));
 	t = RUN(SCSI_DIR_FROM_DEV, b, 64, 0x1a, 0, 0x08, 0, 64, 0);
 	expect_good(t);
 	assert_int_equal(b[2], 0x90);	/* WP | DPOFUA */
@@ -1121,6 +1138,451 @@ static void test_piecewise(void **state)
 	assert_int_equal(scsi_disk_begin(E.d, &T.r), -EINVAL);
 }
 
+
+/* ---- compare commands, PRE-FETCH, GET LBA STATUS, READ DEFECT DATA ---- */
+
+/* Writes n blocks of buf at lba (any size, WRITE 16). */
+static void write_buf(uint64_t lba, uint32_t n, const uint8_t *buf)
+{
+	expect_good(RUN(SCSI_DIR_TO_DEV, (void *)buf, (size_t)n * BS, 0x8a, 0, 0, 0, 0, 0,
+			lba >> 24, lba >> 16, lba >> 8, lba, n >> 24, n >> 16, n >> 8, n,
+			0, 0));
+}
+
+static void read_buf(uint64_t lba, uint32_t n, uint8_t *buf)
+{
+	expect_good(RUN(SCSI_DIR_FROM_DEV, buf, (size_t)n * BS, 0x88, 0, 0, 0, 0, 0,
+			lba >> 24, lba >> 16, lba >> 8, lba, n >> 24, n >> 16, n >> 8, n,
+			0, 0));
+}
+
+/* MISCOMPARE DURING VERIFY OPERATION, the offset in INFORMATION (fixed). */
+static void expect_miscompare(const struct treq *t, uint32_t off)
+{
+	const uint8_t *s = t->r.sense;
+
+	assert_int_equal(t->r.status, SAM_STAT_CHECK_CONDITION);
+	assert_int_equal(t->r.sense_len, 18);
+	assert_int_equal(s[0], 0xf0);	/* VALID: INFORMATION is set */
+	assert_int_equal(s[2], SENSE_MISCOMPARE);
+	assert_int_equal(s[12], 0x1d);
+	assert_int_equal(s[13], 0);
+	assert_int_equal((uint32_t)s[3] << 24 | s[4] << 16 | s[5] << 8 | s[6], off);
+}
+
+#define VN 600u	/* blocks: more than one CMP_CHUNK (256 KiB) of medium */
+
+static void test_verify_bytchk(void **state)
+{
+	static uint8_t w[VN * BS], blk[BS];
+	struct treq *t;
+
+	fill(w, sizeof(w), 9);
+	write_buf(100, VN, w);
+	/* VERIFY(16) BYTCHK 01b: equal */
+	t = RUN(SCSI_DIR_TO_DEV, w, sizeof(w), 0x8f, 0x02, 0, 0, 0, 0, 0, 0, 0, 100,
+		0, 0, VN >> 8, VN & 0xff, 0, 0);
+	expect_good(t);
+	assert_int_equal(t->r.xferred, sizeof(w));
+	/* one byte differs in the second chunk: its offset is reported */
+	w[550 * BS + 17] ^= 0x40;
+	expect_miscompare(RUN(SCSI_DIR_TO_DEV, w, sizeof(w), 0x8f, 0x02, 0, 0, 0, 0, 0,
+			      0, 0, 100, 0, 0, VN >> 8, VN & 0xff, 0, 0),
+			  550 * BS + 17);
+	w[550 * BS + 17] ^= 0x40;
+	/* VERIFY(12) and (10), the first byte differs */
+	expect_good(RUN(SCSI_DIR_TO_DEV, w, 8 * BS, 0xaf, 0x02, 0, 0, 0, 100, 0, 0, 0, 8,
+			0, 0));
+	w[0] ^= 1;
+	expect_miscompare(RUN(SCSI_DIR_TO_DEV, w, 8 * BS, 0x2f, 0x12, 0, 0, 0, 100, 0, 0,
+			      8, 0), 0);
+	w[0] ^= 1;
+	/* the buffer is shorter than the blocks to compare */
+	t = RUN(SCSI_DIR_TO_DEV, w, 8 * BS - 1, 0x2f, 0x02, 0, 0, 0, 100, 0, 0, 8, 0);
+	assert_int_equal(t->r.host, SCSI_HOST_OVERRUN);
+	/* more blocks than the medium has: the range comes first */
+	expect_sense(RUN0(0x2f, 0x02, 0, 0, 0, 0, 0, 0xff, 0xff, 0),
+		     SENSE_ILLEGAL_REQUEST, 0x21, 0, 0, 0);
+	/* BYTCHK 11b: one block against each block of the range */
+	fill(blk, BS, 33);
+	for (int i = 0; i < 8; i++)
+		write_buf(40 + i, 1, blk);
+	t = RUN(SCSI_DIR_TO_DEV, blk, BS, 0x2f, 0x06, 0, 0, 0, 40, 0, 0, 8, 0);
+	expect_good(t);
+	assert_int_equal(t->r.xferred, BS);
+	blk[5] ^= 2;
+	write_buf(45, 1, blk);
+	blk[5] ^= 2;
+	expect_miscompare(RUN(SCSI_DIR_TO_DEV, blk, BS, 0x2f, 0x06, 0, 0, 0, 40, 0, 0, 8, 0),
+			  5 * BS + 5);
+}
+
+static void test_write_verify(void **state)
+{
+	static uint8_t w[VN * BS], r[VN * BS];
+
+	/* BYTCHK 01b: written, then compared with what is stored */
+	fill(w, sizeof(w), 21);
+	expect_good(RUN(SCSI_DIR_TO_DEV, w, sizeof(w), 0x8e, 0x02, 0, 0, 0, 0, 0, 0, 0,
+			200, 0, 0, VN >> 8, VN & 0xff, 0, 0));
+	read_buf(200, VN, r);
+	assert_memory_equal(r, w, sizeof(w));
+	/* BYTCHK 0: a write-through write */
+	fill(w, 16 * BS, 22);
+	expect_good(RUN(SCSI_DIR_TO_DEV, w, 16 * BS, 0x2e, 0, 0, 0, 0, 10, 0, 0, 16, 0));
+	expect_good(RUN(SCSI_DIR_TO_DEV, w, 16 * BS, 0xae, 0x02, 0, 0, 0, 30, 0, 0, 0, 16,
+			0, 0));
+	read_buf(10, 16, r);
+	assert_memory_equal(r, w, 16 * BS);
+	read_buf(30, 16, r);
+	assert_memory_equal(r, w, 16 * BS);
+	/* BYTCHK 10b and 11b are reserved here; past the end */
+	expect_invalid_cdb(RUN(SCSI_DIR_TO_DEV, w, BS, 0x2e, 0x04, 0, 0, 0, 0, 0, 0, 1, 0), 1, 2);
+	expect_invalid_cdb(RUN(SCSI_DIR_TO_DEV, w, BS, 0x2e, 0x06, 0, 0, 0, 0, 0, 0, 1, 0), 1, 2);
+	expect_sense(RUN(SCSI_DIR_TO_DEV, w, 2 * BS, 0x2e, 0x02, 0, 0, 0x07, 0xff, 0, 0, 2, 0),
+		     SENSE_ILLEGAL_REQUEST, 0x21, 0, 0, 0);
+}
+
+/* COMPARE AND WRITE of n blocks at lba: cmp then new, both n blocks. */
+static struct treq *caw(uint64_t lba, uint8_t n, const uint8_t *buf, size_t len)
+{
+	return RUN(SCSI_DIR_TO_DEV, (void *)buf, len, 0x89, 0, 0, 0, 0, 0, lba >> 24,
+		   lba >> 16, lba >> 8, lba, 0, 0, 0, n, 0, 0);
+}
+
+static void test_compare_and_write(void **state)
+{
+	static uint8_t b[2 * 32 * BS], r[32 * BS];
+
+	memset(b, 'A', 4 * BS);
+	write_buf(20, 4, b);
+	memset(b + 4 * BS, 'B', 4 * BS);
+	expect_good(caw(20, 4, b, 8 * BS));
+	read_buf(20, 4, r);
+	assert_memory_equal(r, b + 4 * BS, 4 * BS);
+	/* the medium holds B now: the compare with A fails at byte 0 and
+	 * nothing is written */
+	memset(b + 4 * BS, 'C', 4 * BS);
+	expect_miscompare(caw(20, 4, b, 8 * BS), 0);
+	read_buf(20, 4, r);
+	assert_true(r[0] == 'B' && r[4 * BS - 1] == 'B');
+	/* a miscompare 27 bytes before the end of the compared blocks */
+	memset(b, 'B', 4 * BS);
+	b[4 * BS - 27] = 'X';
+	expect_miscompare(caw(20, 4, b, 8 * BS), 4 * BS - 27);
+	b[4 * BS - 27] = 'B';
+	expect_good(caw(20, 4, b, 8 * BS));
+	read_buf(20, 4, r);
+	assert_true(r[0] == 'C' && r[4 * BS - 1] == 'C');
+	/* limits: 32 blocks, in range; 0 blocks does nothing */
+	expect_invalid_cdb(caw(0, 33, b, sizeof(b)), 13, -1);
+	expect_sense(caw(NBLOCKS - 1, 2, b, 4 * BS), SENSE_ILLEGAL_REQUEST, 0x21, 0, 0, 0);
+	expect_good(caw(0, 0, NULL, 0));
+	/* a buffer without the whole write half */
+	assert_int_equal(caw(20, 4, b, 8 * BS - 1)->r.host, SCSI_HOST_OVERRUN);
+	/* WRPROTECT is not supported */
+	expect_invalid_cdb(RUN(SCSI_DIR_TO_DEV, b, 2 * BS, 0x89, 0x20, 0, 0, 0, 0, 0, 0, 0,
+			       0, 0, 0, 0, 1, 0, 0), 1, 5);
+}
+
+static void test_orwrite(void **state)
+{
+	static uint8_t m[VN * BS], o[VN * BS], r[VN * BS];
+
+	fill(m, sizeof(m), 3);
+	fill(o, sizeof(o), 200);
+	write_buf(500, VN, m);
+	expect_good(RUN(SCSI_DIR_TO_DEV, o, sizeof(o), 0x8b, 0, 0, 0, 0, 0, 0, 0, 0x01,
+			0xf4, 0, 0, VN >> 8, VN & 0xff, 0, 0));
+	read_buf(500, VN, r);
+	for (size_t i = 0; i < sizeof(r); i++)
+		if (r[i] != (m[i] | o[i]))
+			fail_msg("byte %zu: %#x != %#x | %#x", i, r[i], m[i], o[i]);
+}
+
+/* A piecewise command: segments of seg bytes in order, then the end. */
+static void piecewise(const uint8_t *cdb, unsigned int len, uint8_t *buf,
+		      uint32_t total, uint32_t seg)
+{
+	struct iovec v;
+
+	prep(&T, cdb, len, SCSI_DIR_NONE, NULL, 0);
+	assert_int_equal(scsi_disk_begin(E.d, &T.r), 0);
+	for (uint32_t pos = 0; pos < total; pos += seg) {
+		int want = T.segs + 1;
+
+		v = (struct iovec){ buf + pos, seg < total - pos ? seg : total - pos };
+		assert_int_equal(scsi_disk_segment(&T.r, &v, 1, pos), 0);
+		while (T.segs < want) {
+			blkq_submit(E.q);
+			blkq_reap(E.q, true);
+		}
+	}
+	scsi_disk_end(&T.r);
+	wait_done(&T);
+}
+
+static void test_cmp_piecewise(void **state)
+{
+	static uint8_t w[VN * BS], r[VN * BS], b[8 * BS];
+	const uint8_t vcdb[16] = { 0x8f, 0x02, 0, 0, 0, 0, 0, 0, 0, 100, 0, 0,
+				   VN >> 8, VN & 0xff, 0, 0 };
+	const uint8_t wvcdb[10] = { 0x2e, 0x02, 0, 0, 0x03, 0, 0, 0, 64, 0 };
+	const uint8_t cawcdb[16] = { 0x89, 0, 0, 0, 0, 0, 0, 0, 0, 60, 0, 0, 0, 4,
+				     0, 0 };
+	struct scsi_cmd_info info;
+
+	scsi_disk_decode(E.d, vcdb, 16, &info);
+	assert_true(info.direct);
+	assert_int_equal(info.dir, SCSI_DIR_TO_DEV);
+	assert_int_equal(info.xfer, VN * BS);
+	fill(w, sizeof(w), 51);
+	write_buf(100, VN, w);
+	piecewise(vcdb, 16, w, VN * BS, 100 * BS);
+	expect_good(&T);
+	assert_int_equal(T.r.xferred, VN * BS);
+	w[420 * BS + 3] ^= 8;	/* in the fifth segment */
+	piecewise(vcdb, 16, w, VN * BS, 100 * BS);
+	expect_miscompare(&T, 420 * BS + 3);
+	/* WRITE AND VERIFY, in segments of odd sizes */
+	fill(w, 64 * BS, 52);
+	piecewise(wvcdb, 10, w, 64 * BS, 3000);
+	expect_good(&T);
+	read_buf(768, 64, r);
+	assert_memory_equal(r, w, 64 * BS);
+	/* COMPARE AND WRITE gathered from segments */
+	memset(b, 'P', 4 * BS);
+	write_buf(60, 4, b);
+	memset(b + 4 * BS, 'Q', 4 * BS);
+	piecewise(cawcdb, 16, b, 8 * BS, 1000);
+	expect_good(&T);
+	read_buf(60, 4, r);
+	assert_memory_equal(r, b + 4 * BS, 4 * BS);
+	/* ... and with half its data: nothing written */
+	memset(b, 'Q', 4 * BS);
+	memset(b + 4 * BS, 'R', 4 * BS);
+	piecewise(cawcdb, 16, b, 4 * BS, 1000);
+	expect_sense(&T, SENSE_ABORTED_COMMAND, 0x4b, 0, 0, 0);
+	read_buf(60, 4, r);
+	assert_int_equal(r[0], 'Q');
+}
+
+static void test_write_same_dataout_size(void **state)
+{
+	static uint8_t blk[2 * BS];
+
+	fill(blk, sizeof(blk), 4);
+	/* one block exactly, neither less nor more */
+	expect_sense(RUN(SCSI_DIR_TO_DEV, blk, BS / 2, 0x41, 0x08, 0, 0, 0, 0, 0, 0, 1, 0),
+		     SENSE_ILLEGAL_REQUEST, 0x1a, 0, 0, 0);
+	expect_sense(RUN(SCSI_DIR_TO_DEV, blk, 2 * BS, 0x41, 0x08, 0, 0, 0, 0, 0, 0, 1, 0),
+		     SENSE_ILLEGAL_REQUEST, 0x1a, 0, 0, 0);
+	expect_sense(RUN(SCSI_DIR_TO_DEV, blk, BS - 1, 0x93, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+			 0, 0, 0, 1, 0, 0), SENSE_ILLEGAL_REQUEST, 0x1a, 0, 0, 0);
+	expect_good(RUN(SCSI_DIR_TO_DEV, blk, BS, 0x41, 0, 0, 0, 0, 0, 0, 0, 1, 0));
+}
+
+static void test_prefetch_defects(void **state)
+{
+	uint8_t buf[16];
+	struct treq *t;
+
+	expect_good(RUN0(0x34, 0, 0, 0, 0, 0, 0, 0, 8, 0));
+	expect_good(RUN0(0x34, 0x02, 0, 0, 0, 0, 0, 0, 0, 0));	/* IMMED, to the end */
+	expect_good(RUN0(0x90, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 16, 0, 0));
+	expect_sense(RUN0(0x34, 0, 0, 0, 0x08, 0, 0, 0, 1, 0), SENSE_ILLEGAL_REQUEST,
+		     0x21, 0, 0, 0);
+	expect_invalid_cdb(RUN0(0x34, 0x01, 0, 0, 0, 0, 0, 0, 1, 0), 1, 0);
+	/* READ DEFECT DATA: both lists valid and empty, in the format asked */
+	memset(buf, 0xee, sizeof(buf));
+	t = RUN(SCSI_DIR_FROM_DEV, buf, sizeof(buf), 0x37, 0, 0x1d, 0, 0, 0, 0, 0, 16, 0);
+	expect_good(t);
+	assert_int_equal(t->r.xferred, 4);
+	assert_memory_equal(buf, ((uint8_t[]){ 0, 0x1d, 0, 0 }), 4);
+	t = RUN(SCSI_DIR_FROM_DEV, buf, sizeof(buf), 0xb7, 0x0c, 0, 0, 0, 0, 0, 0, 0, 16,
+		0, 0);
+	expect_good(t);
+	assert_int_equal(t->r.xferred, 8);
+	assert_memory_equal(buf, ((uint8_t[]){ 0, 0x0c, 0, 0, 0, 0, 0, 0 }), 8);
+}
+
+static void test_get_lba_status(void **state)
+{
+	static uint8_t w[64 * BS], buf[64];
+	const uint8_t unmap[24] = { 0, 22, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 64,
+				    0, 0, (NBLOCKS - 64) >> 8, (NBLOCKS - 64) & 0xff };
+	struct treq *t;
+
+	fill(w, sizeof(w), 1);
+	write_buf(0, 64, w);
+	expect_good(RUN(SCSI_DIR_TO_DEV, (void *)unmap, 24, 0x42, 0, 0, 0, 0, 0, 0, 0, 24, 0));
+	t = RUN(SCSI_DIR_FROM_DEV, buf, sizeof(buf), 0x9e, 0x12, 0, 0, 0, 0, 0, 0, 0, 0,
+		0, 0, 0, 64, 0, 0);
+	expect_good(t);
+	assert_int_equal(t->r.xferred, 40);
+	assert_memory_equal(buf, ((uint8_t[]){ 0, 0, 0, 36, 0, 0, 0, 0 }), 8);
+	/* (0, 64 blocks, mapped), (64, the rest, deallocated) */
+	assert_memory_equal(buf + 8, ((uint8_t[]){ 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 64,
+						   0 }), 13);
+	assert_memory_equal(buf + 24, ((uint8_t[]){ 0, 0, 0, 0, 0, 0, 0, 64, 0, 0,
+						    (NBLOCKS - 64) >> 8,
+						    (NBLOCKS - 64) & 0xff, 1 }), 13);
+	/* from inside the hole; a short allocation length truncates */
+	t = RUN(SCSI_DIR_FROM_DEV, buf, 16, 0x9e, 0x12, 0, 0, 0, 0, 0, 0, 0x01, 0, 0, 0,
+		0, 16, 0, 0);
+	expect_good(t);
+	assert_int_equal(t->r.xferred, 16);
+	assert_int_equal(buf[3], 20);
+	assert_memory_equal(buf + 8, ((uint8_t[]){ 0, 0, 0, 0, 0, 0, 0x01, 0 }), 8);
+	expect_sense(RUN(SCSI_DIR_FROM_DEV, buf, 24, 0x9e, 0x12, 0, 0, 0, 0, 0, 0,
+			 NBLOCKS >> 8, NBLOCKS & 0xff, 0, 0, 0, 24, 0, 0),
+		     SENSE_ILLEGAL_REQUEST, 0x21, 0, 0, 0);
+	expect_good(RUN0(0x9e, 0x12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0));
+}
+
+
+/* Descriptor-format sense carries INFORMATION in its own descriptor, 64
+ * bits wide, before the sense-key specific one. */
+static void test_sense_information(void **state)
+{
+	struct sense s = { .key = SENSE_MISCOMPARE, .asc = 0x1d00, .field = -1,
+			   .bit = -1, .info_valid = true, .info = 0x123456789aull };
+	uint8_t p[SCSI_SENSE_MAX];
+	const uint8_t want[20] = { 0x72, 0x0e, 0x1d, 0, 0, 0, 0, 12,
+				   0, 0x0a, 0x80, 0, 0, 0, 0, 0x12, 0x34, 0x56,
+				   0x78, 0x9a };
+
+	assert_int_equal(disk_sense_encode(&s, true, p), 20);
+	assert_memory_equal(p, want, 20);
+	/* fixed format has 32 bits: a larger offset leaves VALID clear */
+	assert_int_equal(disk_sense_encode(&s, false, p), 18);
+	assert_int_equal(p[0], 0x70);
+	s.info = 0x1234;
+	disk_sense_encode(&s, false, p);
+	assert_int_equal(p[0], 0xf0);
+	assert_memory_equal(p + 3, ((uint8_t[]){ 0, 0, 0x12, 0x34 }), 4);
+	/* both descriptors */
+	s.field = 13;
+	s.cd = true;
+	assert_int_equal(disk_sense_encode(&s, true, p), 28);
+	assert_int_equal(p[7], 20);
+	assert_int_equal(p[20], 0x02);
+}
+
+/* ---- COMPARE AND WRITE atomicity ----
+ * Two "VMs": two backends (two open file descriptions, as two iovm
+ * processes have) with their own disk and queue, each on its own thread,
+ * send a COMPARE AND WRITE of the same block expecting the same old
+ * contents. The test holds an OFD lock on the block from a third
+ * descriptor until both commands are waiting for it (/proc/locks lists the
+ * waiters), so the two are in flight together by construction; then it
+ * lets go. Exactly one must win each round; the block holds the winner's
+ * data. */
+struct racer {
+	struct blk_backend be;
+	struct blk_queue *q;
+	struct scsi_disk *d;
+	struct treq t;
+	uint8_t buf[2 * BS];
+	pthread_t th;
+};
+
+static void *race_run(void *arg)
+{
+	struct racer *r = arg;
+	const uint8_t cdb[16] = { 0x89, 0, 0, 0, 0, 0, 0, 0, 0x01, 0, 0, 0, 0, 1, 0, 0 };
+
+	memset(&r->t, 0, sizeof(r->t));
+	memcpy(r->t.r.cdb, cdb, 16);
+	r->t.r.cdb_len = 16;
+	r->t.r.buf_dir = SCSI_DIR_TO_DEV;
+	r->t.iov[0] = (struct iovec){ r->buf, sizeof(r->buf) };
+	r->t.r.iov = r->t.iov;
+	r->t.r.iovcnt = 1;
+	r->t.r.buf_len = sizeof(r->buf);
+	r->t.r.q = r->q;
+	r->t.r.done = done_cb;
+	scsi_disk_submit(r->d, &r->t.r);
+	while (!r->t.completed) {
+		blkq_submit(r->q);
+		blkq_reap(r->q, true);
+	}
+	return NULL;
+}
+
+/* Waiters on OFD locks of inode ino, from /proc/locks ("N: -> OFDLCK ..."). */
+static int lock_waiters(unsigned long ino)
+{
+	char line[256], tag[32];
+	int n = 0;
+	FILE *f = fopen("/proc/locks", "r");
+
+	assert_non_null(f);
+	snprintf(tag, sizeof(tag), ":%lu ", ino);
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "->") && strstr(line, "OFDLCK") && strstr(line, tag))
+			n++;
+	fclose(f);
+	return n;
+}
+
+static void test_caw_race(void **state)
+{
+	static struct racer r[2];
+	struct disk_cfg cfg = { .path = E.path, .cache = CACHE_WRITEBACK };
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
+			    .l_start = 256 * BS, .l_len = BS };
+	uint8_t old[BS], now[BS];
+	char err[256];
+	struct stat st;
+	int fd = open(E.path, O_RDWR);
+
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(blk_open(&r[i].be, &cfg, err, sizeof(err)), 0);
+		r[i].d = scsi_disk_create(&r[i].be, &E.luns);
+		r[i].q = blkq_create(4);
+		assert_true(r[i].d && r[i].q);
+	}
+	for (int round = 0; round < 20; round++) {
+		int wins = 0, winner = -1;
+
+		fill(old, BS, round);
+		write_buf(256, 1, old);
+		for (int i = 0; i < 2; i++) {
+			memcpy(r[i].buf, old, BS);
+			memset(r[i].buf + BS, 'a' + i, BS);
+		}
+		fl.l_type = F_WRLCK;
+		assert_int_equal(fcntl(fd, F_OFD_SETLK, &fl), 0);
+		for (int i = 0; i < 2; i++)
+			assert_int_equal(pthread_create(&r[i].th, NULL, race_run, &r[i]), 0);
+		while (lock_waiters(st.st_ino) < 2)
+			usleep(1000);
+		fl.l_type = F_UNLCK;
+		assert_int_equal(fcntl(fd, F_OFD_SETLK, &fl), 0);
+		for (int i = 0; i < 2; i++) {
+			pthread_join(r[i].th, NULL);
+			if (r[i].t.r.status == SAM_STAT_GOOD) {
+				wins++;
+				winner = i;
+			} else {
+				expect_miscompare(&r[i].t, 0);
+			}
+		}
+		assert_int_equal(wins, 1);
+		read_buf(256, 1, now);
+		assert_memory_equal(now, r[winner].buf + BS, BS);
+	}
+	for (int i = 0; i < 2; i++) {
+		blkq_destroy(r[i].q);
+		scsi_disk_destroy(r[i].d);
+		blk_close(&r[i].be);
+	}
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest rw[] = {
@@ -1145,6 +1607,16 @@ int main(void)
 		cmocka_unit_test(test_absent_lun),
 		cmocka_unit_test(test_abort_in_flight),
 		cmocka_unit_test(test_piecewise),
+		cmocka_unit_test(test_verify_bytchk),
+		cmocka_unit_test(test_write_verify),
+		cmocka_unit_test(test_compare_and_write),
+		cmocka_unit_test(test_orwrite),
+		cmocka_unit_test(test_cmp_piecewise),
+		cmocka_unit_test(test_write_same_dataout_size),
+		cmocka_unit_test(test_prefetch_defects),
+		cmocka_unit_test(test_get_lba_status),
+		cmocka_unit_test(test_sense_information),
+		cmocka_unit_test(test_caw_race),
 	};
 	const struct CMUnitTest ro[] = {
 		cmocka_unit_test(test_read_only),
