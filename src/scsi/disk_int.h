@@ -200,6 +200,5 @@ void disk_pr_command(struct scsi_disk *d, struct scsi_req *req,
 		     const struct decoded *dc);
 void disk_pr_reset(struct scsi_disk *d, bool nexus);
 uint8_t disk_pr_take_ua(struct scsi_disk *d);
-bool disk_pr_id_ok(const char *id);
 
 #endif

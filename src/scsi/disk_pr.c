@@ -149,9 +149,7 @@ static void refresh_locked(struct disk_pr *pr)
 			 "corrupt (bad checksum): keeping the last good state; "
 			 "remove the file to clear all reservations", pr->path);
 		corrupt(pr, msg);
-		gen = __atomic_load_n(__atomic_load_n(&pr->genp, __ATOMIC_ACQUIRE),
-				      __ATOMIC_ACQUIRE);
-		set_cache(pr, gen);
+		set_cache(pr, prf_gen(pr));
 		return;
 	}
 	ua_diff(pr, &pr->cur, &st);
@@ -583,7 +581,7 @@ static int change(struct disk_pr *pr, const struct pro *o, int op,
 				     .field = -1, .bit = -1 };
 		goto out;
 	}
-	gen = __atomic_load_n(pr->genp, __ATOMIC_ACQUIRE);
+	gen = prf_gen(pr);
 	st = pr->cur;
 	ret = R_GOOD;
 	if (op == -3 || (op == -4 && !strncmp(st.spc2, pr->id, PR_ID_MAX)))
@@ -689,20 +687,9 @@ static void default_id(char *id)
 	snprintf(id, PR_ID_MAX, "%s:%ld", host, (long)getpid());
 }
 
-bool disk_pr_id_ok(const char *id)
-{
-	size_t n = strlen(id);
-
-	if (!n || n >= PR_ID_MAX)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (id[i] <= 0x20 || id[i] >= 0x7f)
-			return false;
-	return true;
-}
-
 static struct disk_pr *pr_new(const char *path, bool explicit_path,
-			      const char *id, char *err, size_t errlen)
+			      const char *id, bool defer, char *err,
+			      size_t errlen)
 {
 	struct disk_pr *pr = calloc(1, sizeof(*pr));
 
@@ -722,7 +709,7 @@ static struct disk_pr *pr_new(const char *path, bool explicit_path,
 		snprintf(err, errlen, "persistent reservations: out of memory");
 		return NULL;
 	}
-	if (prf_init(pr, err, errlen)) {
+	if (prf_init(pr, defer, err, errlen)) {
 		prf_close(pr);
 		free(pr->path);
 		pthread_mutex_destroy(&pr->lock);
@@ -742,22 +729,15 @@ static void pr_free(struct disk_pr *pr)
 	free(pr);
 }
 
-/* The default of scsi_disk_create: IMAGE.pr, looked for, made on first
- * use; a corrupt one is reported and leaves the disk without shared state
- * until scsi_disk_pr_setup says what to do. */
+/* The default of scsi_disk_create: IMAGE.pr, looked for by the first
+ * command (no system call here), made on first use. */
 void disk_pr_create(struct scsi_disk *d)
 {
 	char err[512] = "", *path = NULL;
 
 	if (d->be->path && asprintf(&path, "%s.pr", d->be->path) < 0)
 		path = NULL;
-	d->pr = pr_new(path, false, NULL, err, sizeof(err));
-	if (!d->pr && path) {
-		pr_err("%s", err);
-		d->pr = pr_new(NULL, false, NULL, err, sizeof(err));
-		if (d->pr)
-			d->pr->broken = true;
-	}
+	d->pr = pr_new(path, false, NULL, true, err, sizeof(err));
 	free(path);
 }
 
@@ -773,7 +753,7 @@ int scsi_disk_pr_setup(struct scsi_disk *d, const char *state, const char *id,
 	char *def = NULL;
 	struct disk_pr *pr;
 
-	if (id && !disk_pr_id_ok(id)) {
+	if (id && !config_pr_id_ok(id)) {
 		snprintf(err, errlen, "pr-id=%s: 1 to %d printable characters", id,
 			 PR_ID_MAX - 1);
 		return -EINVAL;
@@ -782,7 +762,7 @@ int scsi_disk_pr_setup(struct scsi_disk *d, const char *state, const char *id,
 		state = NULL;
 	else if (!state && d->be->path && asprintf(&def, "%s.pr", d->be->path) < 0)
 		def = NULL;
-	pr = pr_new(state ? state : def, state != NULL, id, err, errlen);
+	pr = pr_new(state ? state : def, state != NULL, id, false, err, errlen);
 	free(def);
 	if (!pr)
 		return -EINVAL;

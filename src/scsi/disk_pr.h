@@ -93,7 +93,8 @@ struct disk_pr {
 #define PRF_SETTLE_NS 11000000ull
 
 /* disk_prfile.c: the state file. All but prf_gen with pr->lock held. */
-int prf_init(struct disk_pr *pr, char *err, size_t errlen);
+/* defer: no system call now; the first command probes. */
+int prf_init(struct disk_pr *pr, bool defer, char *err, size_t errlen);
 void prf_close(struct disk_pr *pr);
 /* PR_PROBE: attaches the file if it exists now. 0, or -errno (corrupt:
  * -EBADMSG) with err set. */
@@ -103,6 +104,8 @@ int prf_create(struct disk_pr *pr, char *err, size_t errlen);
 /* A consistent copy of the committed state without locking; *gen its
  * generation. -EBADMSG when neither slot holds it intact. */
 int prf_snapshot(const struct disk_pr *pr, struct pr_state *st, uint64_t *gen);
+/* The committed generation of the current map. */
+uint64_t prf_gen(const struct disk_pr *pr);
 /* Exclusive access across processes for a read-modify-commit. */
 int prf_lock(struct disk_pr *pr);
 void prf_unlock(struct disk_pr *pr);

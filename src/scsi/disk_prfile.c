@@ -91,9 +91,14 @@ static void format(void *map, uint64_t now)
 	memcpy(h->magic, PRF_MAGIC, 8);	/* last: a torn format reads as new */
 }
 
+uint64_t prf_gen(const struct disk_pr *pr)
+{
+	return __atomic_load_n(&hdr(pr)->gen, __ATOMIC_ACQUIRE);
+}
+
 int prf_snapshot(const struct disk_pr *pr, struct pr_state *st, uint64_t *gen)
 {
-	const uint64_t *genp = __atomic_load_n(&pr->genp, __ATOMIC_ACQUIRE);
+	const uint64_t *genp = &hdr(pr)->gen;
 
 	for (int tries = 0; tries < 16; tries++) {
 		uint64_t g = __atomic_load_n(genp, __ATOMIC_ACQUIRE);
@@ -301,7 +306,7 @@ out:
 	return ret;
 }
 
-int prf_init(struct disk_pr *pr, char *err, size_t errlen)
+int prf_init(struct disk_pr *pr, bool defer, char *err, size_t errlen)
 {
 	int fd, ret = local_init(pr);
 
@@ -323,7 +328,7 @@ int prf_init(struct disk_pr *pr, char *err, size_t errlen)
 		return attach(pr, fd, err, errlen);
 	}
 	pr->mode = PR_PROBE;
-	return prf_probe(pr, err, errlen);
+	return defer ? 0 : prf_probe(pr, err, errlen);
 }
 
 int prf_probe(struct disk_pr *pr, char *err, size_t errlen)
