@@ -172,7 +172,7 @@ static void probe_locked(struct disk_pr *pr, bool create)
 		       prf_probe(pr, err, sizeof(err));
 	if (ret) {
 		corrupt(pr, err);
-		pr->mode = PR_LOCAL;
+		__atomic_store_n(&pr->mode, PR_LOCAL, __ATOMIC_RELAXED);
 	}
 }
 

@@ -189,7 +189,7 @@ static void go_local(struct disk_pr *pr)
 {
 	struct prf_header *h = pr->local;
 
-	pr->mode = PR_LOCAL;
+	__atomic_store_n(&pr->mode, PR_LOCAL, __ATOMIC_RELAXED);
 	pr->map = pr->local;
 	__atomic_store_n(&pr->genp, &h->gen, __ATOMIC_RELEASE);
 	prf_empty(&pr->cur);
@@ -280,12 +280,12 @@ static int attach(struct disk_pr *pr, int fd, char *err, size_t errlen)
 	}
 	pr->map = m;
 	pr->fd = fd;
-	pr->mode = PR_FILE;
+	__atomic_store_n(&pr->mode, PR_FILE, __ATOMIC_RELAXED);
 	if (prf_snapshot(pr, &st, &gen)) {
 		munmap(m, PRF_SIZE);
 		pr->map = pr->local;
 		pr->fd = -1;
-		pr->mode = PR_PROBE;
+		__atomic_store_n(&pr->mode, PR_PROBE, __ATOMIC_RELAXED);
 		ret = -EBADMSG;
 		snprintf(err, errlen, "%s: persistent reservation state is corrupt "
 			 "(bad checksum); remove it to clear all reservations",
@@ -316,7 +316,7 @@ int prf_init(struct disk_pr *pr, bool defer, char *err, size_t errlen)
 		return ret;
 	}
 	if (!pr->path) {
-		pr->mode = PR_LOCAL;
+		__atomic_store_n(&pr->mode, PR_LOCAL, __ATOMIC_RELAXED);
 		return 0;
 	}
 	if (pr->explicit_path) {
@@ -327,7 +327,7 @@ int prf_init(struct disk_pr *pr, bool defer, char *err, size_t errlen)
 		}
 		return attach(pr, fd, err, errlen);
 	}
-	pr->mode = PR_PROBE;
+	__atomic_store_n(&pr->mode, PR_PROBE, __ATOMIC_RELAXED);
 	return defer ? 0 : prf_probe(pr, err, errlen);
 }
 
