@@ -176,11 +176,21 @@ static void probe_locked(struct disk_pr *pr, bool create)
 	}
 }
 
-static void __attribute__((noinline)) slow_path(struct disk_pr *pr)
+/* PR_PROBE: time to look for the file again. */
+static bool probe_due(const struct disk_pr *pr)
+{
+	uint64_t due;
+
+	if (__atomic_load_n(&pr->mode, __ATOMIC_RELAXED) != PR_PROBE)
+		return false;
+	due = __atomic_load_n(&pr->next_probe_ns, __ATOMIC_RELAXED);
+	return prf_now_ns() >= due;
+}
+
+static void __attribute__((noinline)) slow_path(struct disk_pr *pr, bool probe)
 {
 	pthread_mutex_lock(&pr->lock);
-	if (__atomic_load_n(&pr->mode, __ATOMIC_RELAXED) == PR_PROBE &&
-	    prf_now_ns() >= __atomic_load_n(&pr->next_probe_ns, __ATOMIC_RELAXED))
+	if (probe)
 		probe_locked(pr, false);
 	refresh_locked(pr);
 	pthread_mutex_unlock(&pr->lock);
@@ -201,13 +211,13 @@ bool disk_pr_gate(struct scsi_disk *d, struct scsi_req *req, bool bad)
 	uint8_t op = req->cdb_len ? req->cdb[0] : 0xff, bits, ua;
 	enum pr_class cls;
 	uint64_t c;
+	bool probe;
 
 	if (!pr)
 		return false;
-	if ((__atomic_load_n(&pr->mode, __ATOMIC_RELAXED) == PR_PROBE &&
-	     prf_now_ns() >= __atomic_load_n(&pr->next_probe_ns, __ATOMIC_RELAXED)) ||
-	    !cache_valid(pr, &c)) {
-		slow_path(pr);
+	probe = probe_due(pr);
+	if (probe || !cache_valid(pr, &c)) {
+		slow_path(pr, probe);
 		cache_valid(pr, &c);
 	}
 	if (__atomic_load_n(&pr->ua, __ATOMIC_RELAXED) && op != INQUIRY &&
