@@ -87,8 +87,12 @@ struct disk_pr {
 };
 
 /* PR_PROBE looks for the file at most this often (while commands come);
- * a commit that a reservation depends on waits until the file is at least
- * PRF_SETTLE_NS old, so every prober has seen it before it matters. */
+ * a commit waits until the file is at least PRF_SETTLE_NS old, so that
+ * every prober has seen it before it matters: a prober that last found no
+ * file at time l (its clock read before the look) and does not look at t
+ * has t < l + PROBE; the file was made after l, the commit at least SETTLE
+ * later, so t came before the commit. Any clock all processes share and
+ * that never goes back will do: CLOCK_MONOTONIC_COARSE, 7 ns a read here. */
 #define PRF_PROBE_NS 10000000ull
 #define PRF_SETTLE_NS 11000000ull
 

@@ -38,7 +38,7 @@ struct prf_header {
 	uint32_t version;
 	uint32_t state_size;	/* sizeof(struct pr_state) */
 	uint64_t gen;		/* committed generation: slot gen & 1 */
-	uint64_t created_ns;	/* CLOCK_MONOTONIC when created */
+	uint64_t created_ns;	/* CLOCK_MONOTONIC_COARSE when created */
 };
 
 _Static_assert(sizeof(struct pr_state) <= PRF_PAGE, "a slot is one page");
@@ -57,7 +57,7 @@ uint64_t prf_now_ns(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
