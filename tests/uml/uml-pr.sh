@@ -11,7 +11,11 @@
 #   both back-ends restarted: A still sees B's key and reservation (APTPL)
 #      and its writes conflict; READ FULL STATUS names B's nexus
 #   B re-registers without APTPL; both restarted: everything is gone
-# Every step is a guest run after the previous one: no timing.
+#   both guests up at once: B takes EXCLUSIVE ACCESS, A's reads and writes
+#      conflict, A preempts B; B's next command gets REGISTRATIONS
+#      PREEMPTED (2Ah/05h) and its reads and writes conflict
+# Every step waits for the one before it (a guest run, or a file the other
+# guest makes once its step is done): no timing.
 # usage: uml-pr.sh IOVM   (IOVM_UML_DIR or IOVM_UML: see lib.sh)
 set -u
 iovm=$(realpath "${1:?usage: uml-pr.sh IOVM}")
@@ -88,6 +92,13 @@ EOS
 	backend_uml "$tmp/$1" 8
 }
 
+# guest_at_once X NAME: guest X in the background (its pid $bg_uml, its
+# output in X/uml.out)
+guest_at_once() {
+	guest "$@" >"$tmp/$1/uml.out" 2>&1 &
+	bg_uml=$!
+}
+
 start a
 start b
 
@@ -162,6 +173,37 @@ expect "write, nothing reserved" "$(wr)" 0
 '
 guest a A4
 
+# Both guests up at once: what a running back-end notices when the other
+# changes the state under it. They take turns through files in $tmp
+# (hostfs), each waiting for the other's step to be done: no timing.
+steps='
+tur >/dev/null
+until [ -e "$UML_DIR/../b.reserved" ]; do sleep 0.1; done
+expect "live: write under B'"'"'s EXCLUSIVE ACCESS" "$(wr)" 24
+expect "live: read under B'"'"'s EXCLUSIVE ACCESS" "$(rd)" 24
+out --register --param-sark=0xa5
+out --preempt --param-rk=0xa5 --param-sark=0xb5 --prout-type=3
+expect "live: write as the preemptor" "$(wr)" 0
+touch "$UML_DIR/../a.preempted"
+'
+guest_at_once a A5
+steps='
+tur >/dev/null
+out --register --param-sark=0xb5
+out --reserve --param-rk=0xb5 --prout-type=3
+touch "$UML_DIR/../b.reserved"
+until [ -e "$UML_DIR/../a.preempted" ]; do sleep 0.1; done
+st=0; sg_turs $sg >ua.out 2>&1 || st=$?
+expect "live: first command after A preempted us" "$st" 6
+grep -qi "registrations preempted" ua.out || { cat ua.out; fail "not REGISTRATIONS PREEMPTED"; }
+echo "ok($me): live: the sense says $(grep -io "registrations preempted" ua.out | head -1)"
+expect "live: write, preempted" "$(wr)" 24
+expect "live: read, preempted under EXCLUSIVE ACCESS" "$(rd)" 24
+'
+guest b B5
+wait "$bg_uml" || { cat "$tmp/a/uml.out"; uml_fail "guest A5 failed (above)"; }
+cat "$tmp/a/uml.out"
+
 stop a
 stop b
 for x in a b; do
@@ -170,4 +212,4 @@ for x in a b; do
 	fi
 done
 [ -f "$tmp/disk.img.pr" ] || uml_fail "no state file beside the image"
-echo "ok: two nexuses on one image through disk.img.pr, 6 guest runs, 3 back-end lives each"
+echo "ok: two nexuses on one image through disk.img.pr, 8 guest runs (2 at once), 3 back-end lives each"
