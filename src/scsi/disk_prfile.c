@@ -96,6 +96,20 @@ uint64_t prf_gen(const struct disk_pr *pr)
 	return __atomic_load_n(&hdr(pr)->gen, __ATOMIC_ACQUIRE);
 }
 
+/* A version whose checksum holds may still come from a hostile or buggy
+ * writer of the file: its counts and strings are checked before use. */
+static bool sane(const struct pr_state *st)
+{
+	if (st->nregs > PR_MAX_REGS || st->type > 8 || st->scope > 15 ||
+	    memchr(st->holder, 0, PR_ID_MAX) == NULL ||
+	    memchr(st->spc2, 0, PR_ID_MAX) == NULL)
+		return false;
+	for (uint32_t i = 0; i < st->nregs; i++)
+		if (!memchr(st->regs[i].id, 0, PR_ID_MAX) || !st->regs[i].id[0])
+			return false;
+	return true;
+}
+
 int prf_snapshot(const struct disk_pr *pr, struct pr_state *st, uint64_t *gen)
 {
 	const uint64_t *genp = &hdr(pr)->gen;
@@ -107,7 +121,8 @@ int prf_snapshot(const struct disk_pr *pr, struct pr_state *st, uint64_t *gen)
 		for (uint64_t back = 0; back < 2 && back <= g; back++) {
 			memcpy(st, slot(pr, g - back), sizeof(*st));
 			__atomic_thread_fence(__ATOMIC_ACQUIRE);
-			if (st->seq == g - back && st->sum == checksum(st)) {
+			if (st->seq == g - back && st->sum == checksum(st) &&
+			    sane(st)) {
 				*gen = g;
 				return 0;
 			}

@@ -681,6 +681,42 @@ static void test_corrupt(void **st)
 	scsi_disk_destroy(d);
 }
 
+/* A version whose checksum holds but whose contents cannot be (a writer
+ * that is not iovm): refused like a corrupt one. The checksum is the
+ * state file's FNV-1a over the version after its seq and sum fields. */
+static void test_insane(void **st)
+{
+	uint8_t slot[3560];
+	uint64_t gen = 0, h = 0xcbf29ce484222325ull;
+	char err[512] = "";
+	struct scsi_disk *d;
+	int fd;
+
+	good_out(E.a, REGISTER, 0, 0, 0xa, 1);
+	fd = open(E.state, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, &gen, 8, 16), 8);
+	assert_int_equal(pread(fd, slot, sizeof(slot), 4096 * (1 + (gen & 1))),
+			 sizeof(slot));
+	slot[20] = 0xe8;	/* nregs 1000 */
+	slot[21] = 0x03;
+	for (size_t i = 16; i < sizeof(slot); i++)
+		h = (h ^ slot[i]) * 0x100000001b3ull;
+	memcpy(slot + 8, &h, 8);
+	assert_int_equal(pwrite(fd, slot, sizeof(slot), 4096 * (1 + (gen & 1))),
+			 sizeof(slot));
+	close(fd);
+	d = scsi_disk_create(&E.be, &E.luns);
+	/* one generation back (the version before) is intact: used */
+	assert_int_equal(scsi_disk_pr_setup(d, E.state, "C", err, sizeof(err)), 0);
+	expect_good(pri(d, 0));
+	assert_int_equal(get32(IN + 4), 0);
+	scsi_disk_destroy(d);
+	/* A's view rolls back with the file: it is not registered any more */
+	good_out(E.a, REGISTER, 0, 0, 0xa, 1);
+	expect_ua(E.a, 0x05);
+}
+
 /* A torn update: the slot being written is garbage but the header never
  * moved to it; and a header that moved but whose slot was torn (a power
  * loss after the header reached the disk): one generation back. */
@@ -850,6 +886,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_aptpl, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_torn, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_insane, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_local_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_default_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_default_unwritable, setup,
