@@ -305,11 +305,10 @@ static size_t transport_id(const char *id, uint8_t *p)
 	return 4 + n;
 }
 
-static void pr_in(struct disk_pr *pr, struct scsi_req *req, const uint8_t *cdb,
-		  uint32_t alloc)
+/* The data-in of PERSISTENT RESERVE IN from st into buf (SCSI_PARAM_MAX
+ * bytes); returns its length. */
+static size_t pr_in(const struct pr_state *st, const uint8_t *cdb, uint8_t *buf)
 {
-	const struct pr_state *st = &pr->cur;
-	uint8_t buf[SCSI_PARAM_MAX];
 	size_t n = 8;
 
 	memset(buf, 0, 8);
@@ -356,7 +355,7 @@ static void pr_in(struct disk_pr *pr, struct scsi_req *req, const uint8_t *cdb,
 		put32(buf + 4, n - 8);
 		break;
 	}
-	disk_send_in(req, buf, min_sz(n, alloc));
+	return n;
 }
 
 /* ---- PERSISTENT RESERVE OUT, RESERVE(6), RELEASE(6) ---- */
@@ -634,13 +633,19 @@ void disk_pr_command(struct scsi_disk *d, struct scsi_req *req,
 	int ret;
 
 	switch (cdb[0]) {
-	case PERSISTENT_RESERVE_IN:
+	case PERSISTENT_RESERVE_IN: {
+		uint8_t buf[SCSI_PARAM_MAX];
+		size_t n;
+
+		/* done() runs after the unlock: it may submit the next command */
 		pthread_mutex_lock(&pr->lock);
 		probe_locked(pr, false);
 		refresh_locked(pr);
-		pr_in(pr, req, cdb, dc->info.xfer);
+		n = pr_in(&pr->cur, cdb, buf);
 		pthread_mutex_unlock(&pr->lock);
+		disk_send_in(req, buf, min_sz(n, dc->info.xfer));
 		return;
+	}
 	case RESERVE_6: case RELEASE_6:
 		ret = change(pr, NULL, cdb[0] == RESERVE_6 ? -1 : -2, &s);
 		finish(req, ret, &s);
