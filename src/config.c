@@ -20,6 +20,18 @@ static int bad(struct parse_ctx *c, const char *fmt, const char *key,
 	return -EINVAL;
 }
 
+bool config_pr_id_ok(const char *id)
+{
+	size_t n = strlen(id);
+
+	if (!n || n > 127)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (id[i] <= 0x20 || id[i] >= 0x7f)
+			return false;
+	return true;
+}
+
 static int disk_item(const char *key, const char *value, void *opaque)
 {
 	struct parse_ctx *c = opaque;
@@ -73,6 +85,18 @@ static int disk_item(const char *key, const char *value, void *opaque)
 		d->poll_set = true;
 		return 0;
 	}
+	if (!strcmp(key, "pr-state") || !strcmp(key, "pr-id")) {
+		const char **dst = key[3] == 's' ? &d->pr_state : &d->pr_id;
+
+		if (!value || !*value)
+			return bad(c, "--disk: %s= needs a value%s", key, value);
+		if (key[3] == 'i' && !config_pr_id_ok(value))
+			return bad(c, "--disk: %s=%s is not 1 to 127 printable "
+				   "characters (no spaces)", key, value);
+		free((char *)*dst);
+		*dst = strdup(value);
+		return *dst ? 0 : -ENOMEM;
+	}
 	if (!strcmp(key, "target")) {
 		if (parse_uint(value, 0, 15, &v))
 			return bad(c, "--disk: %s=%s is not a number from 0 to 15", key, value);
@@ -112,6 +136,10 @@ static int parse_disk(const char *arg, struct disk_cfg *out, char *err,
 	}
 	if (out->iface == DISK_IF_VIRTIO_BLK && (out->target_set || out->lun)) {
 		snprintf(err, errlen, "--disk: target= and lun= apply to SCSI disks (if=virtio-scsi or if=lsi)");
+		return -EINVAL;
+	}
+	if (out->iface == DISK_IF_VIRTIO_BLK && (out->pr_state || out->pr_id)) {
+		snprintf(err, errlen, "--disk: pr-state= and pr-id= apply to SCSI disks (if=virtio-scsi or if=lsi)");
 		return -EINVAL;
 	}
 	if (out->iface == DISK_IF_LSI && out->lun) {
@@ -223,11 +251,17 @@ int config_parse_disk(const char *arg, struct disk_cfg *out, char *err,
 {
 	int ret = parse_disk(arg, out, err, errlen);
 
-	if (ret) {
-		free((char *)out->path);
-		out->path = NULL;
-	}
+	if (ret)
+		config_free_disk(out);
 	return ret;
+}
+
+void config_free_disk(struct disk_cfg *d)
+{
+	free((char *)d->path);
+	free((char *)d->pr_state);
+	free((char *)d->pr_id);
+	d->path = d->pr_state = d->pr_id = NULL;
 }
 
 int config_parse_share(const char *arg, bool need_tag, struct share_cfg *out,

@@ -24,6 +24,9 @@ struct disk_cfg {
 	bool target_set;	/* target= was given */
 	unsigned int poll_us;	/* poll-us=: the queue thread's spin */
 	bool poll_set;		/* poll-us= was given */
+	const char *pr_state;	/* pr-state=: SCSI persistent reservation
+				 * state file, "none"; NULL: IMAGE.pr */
+	const char *pr_id;	/* pr-id=: this process's I_T nexus name */
 };
 
 /* How long a disk's I/O thread busy-polls before it sleeps, by default
@@ -71,6 +74,12 @@ struct vm_config {
  * touch the file system. */
 int config_parse_disk(const char *arg, struct disk_cfg *out, char *err,
 		      size_t errlen);
+
+/* Frees what config_parse_disk allocated in d (path, pr-state, pr-id). */
+void config_free_disk(struct disk_cfg *d);
+
+/* A pr-id= value: 1 to 127 printable ASCII characters, no spaces. */
+bool config_pr_id_ok(const char *id);
 
 /* The poll-us= of a device that serves these disks (an HBA serves
  * several): the largest any of them gives, or CONFIG_POLL_US_DEFAULT when

@@ -73,7 +73,7 @@ void run_usage(FILE *f)
 "  -d, --disk SPEC      add a disk (repeatable, up to %d). SPEC is FILE or\n"
 "                       path=FILE[,if=virtio-blk|virtio-scsi|lsi][,ro[=on|off]]\n"
 "                       [,cache=none|writeback][,queues=N][,target=T][,lun=L]\n"
-"                       [,poll-us=N]\n"
+"                       [,poll-us=N][,pr-state=FILE|none][,pr-id=NAME]\n"
 "                         if=      guest interface (default virtio-blk)\n"
 "                         ro       read-only disk\n"
 "                         cache=   none: O_DIRECT, bypass the host page cache\n"
@@ -88,6 +88,14 @@ void run_usage(FILE *f)
 "                                  notification exit per request at low queue\n"
 "                                  depth, for up to one host CPU per queue\n"
 "                                  while the guest does I/O; 0 never polls\n"
+"                         pr-state= SCSI disks: persistent reservation state\n"
+"                                  shared by every iovm process on the image\n"
+"                                  (default FILE.pr beside it, made on first\n"
+"                                  use; none: this process only)\n"
+"                         pr-id=   SCSI disks: this process's I_T nexus name\n"
+"                                  (1-127 characters; default HOSTNAME:PID:\n"
+"                                  give one to keep APTPL registrations\n"
+"                                  across restarts)\n"
 "                       All if=virtio-scsi disks sit on one virtio-scsi HBA,\n"
 "                       all if=lsi disks on one LSI HBA; an HBA takes the\n"
 "                       largest queues= (virtio-scsi) and poll-us= its disks\n"
@@ -270,7 +278,7 @@ int run_parse_args(int argc, char **argv, struct run_opts *o, char *err,
 void run_opts_free(struct run_opts *o)
 {
 	for (unsigned int i = 0; i < o->cfg.ndisks; i++)
-		free((char *)o->cfg.disks[i].path);
+		config_free_disk(&o->cfg.disks[i]);
 	for (unsigned int i = 0; i < o->cfg.nshares; i++) {
 		free((char *)o->cfg.shares[i].path);
 		free((char *)o->cfg.shares[i].tag);

@@ -104,6 +104,18 @@ COMMON_HELP
 "  target=N           SCSI target id, 0-15 (default: the lowest that no\n"
 "                     other disk names)\n"
 "  lun=M              logical unit number, 0-255 (default 0)\n"
+"  pr-state=FILE      where the disk's persistent reservations (and\n"
+"                     RESERVE(6)) live, shared by every iovm process on the\n"
+"                     image: guest clusters on one shared disk see each\n"
+"                     other's reservations. Default: FILE.pr beside the\n"
+"                     image, made when a guest first registers (if it cannot\n"
+"                     be made: this process only, with a warning); an\n"
+"                     explicit FILE is made at start (an error if it cannot\n"
+"                     be). none: this process only\n"
+"  pr-id=NAME         this back-end's I_T nexus: 1-127 printable characters,\n"
+"                     the iSCSI name of its TransportID in READ FULL STATUS\n"
+"                     (default HOSTNAME:SOCKET, stable across restarts, so a\n"
+"                     restarted back-end finds registrations APTPL kept)\n"
 "The HBA takes the largest queues= and poll-us= its disks give.\n"
 HELP_TAIL
 "\n"
@@ -166,13 +178,13 @@ static int parse_disk(struct vhu_cmd *c, const char *arg)
 	free(spec);
 	if (ret) {
 		fprintf(stderr, "iovm: %s\n", err);
-		free((char *)d->path);
+		config_free_disk(d);
 		return -1;
 	}
 	if (d->iface != c->iface) {
 		fprintf(stderr, "iovm: --disk: if=%s does not apply to %s\n",
 			disk_if_name(d->iface), c->name);
-		free((char *)d->path);
+		config_free_disk(d);
 		return -1;
 	}
 	c->ndisks++;
@@ -280,7 +292,7 @@ static int parse_args(struct vhu_cmd *c, int argc, char **argv)
 static void free_disks(struct vhu_cmd *c)
 {
 	for (unsigned int i = 0; i < c->ndisks; i++)
-		free((char *)c->disks[i].path);
+		config_free_disk(&c->disks[i]);
 	c->ndisks = 0;
 }
 
@@ -311,6 +323,34 @@ static int serve(struct vhu_cmd *c, struct virtio_dev *dev)
 	return status;
 }
 
+/* Each back-end is its own I_T nexus for SCSI persistent reservations; by
+ * default it is named HOSTNAME:SOCKET, which a restarted back-end keeps,
+ * so that it finds its registrations again when APTPL kept them. */
+static int default_pr_ids(struct vhu_cmd *c)
+{
+	char host[64] = "localhost", *id;
+	size_t n;
+
+	if (c->iface != DISK_IF_VIRTIO_SCSI || !c->o.socket)
+		return 0;
+	gethostname(host, sizeof(host) - 1);
+	host[sizeof(host) - 1] = 0;
+	for (unsigned int i = 0; i < c->ndisks; i++) {
+		if (c->disks[i].pr_id)
+			continue;
+		if (asprintf(&id, "%s:%s", host, c->o.socket) < 0)
+			return -1;
+		n = strlen(id);
+		if (n > 127)	/* the socket's tail tells them apart */
+			memmove(id, id + n - 127, 128);
+		for (char *p = id; *p; p++)
+			if (*p <= 0x20 || *p >= 0x7f)
+				*p = '_';
+		c->disks[i].pr_id = id;
+	}
+	return 0;
+}
+
 /* The device the command serves: the one virtio-blk disk, or a virtio-scsi
  * HBA with all of them. */
 static struct virtio_dev *create_dev(struct vhu_cmd *c, char *err, size_t errlen)
@@ -329,14 +369,14 @@ static struct virtio_dev *create_dev(struct vhu_cmd *c, char *err, size_t errlen
 static int run(struct vhu_cmd *c, int argc, char **argv)
 {
 	struct virtio_dev *dev;
-	char err[256];
+	char err[256] = "out of memory";
 	int ret = parse_args(c, argc, argv);
 
 	if (ret) {
 		free_disks(c);
 		return ret > 0 ? 0 : 1;
 	}
-	dev = create_dev(c, err, sizeof(err));
+	dev = default_pr_ids(c) ? NULL : create_dev(c, err, sizeof(err));
 	if (!dev) {
 		fprintf(stderr, "iovm: error: --disk: %s\n", err);
 		free_disks(c);

@@ -117,7 +117,7 @@ static unsigned int host_cpus(void)
 static void free_cfg(struct vm_config *cfg)
 {
 	for (unsigned int i = 0; i < cfg->ndisks; i++)
-		free((char *)cfg->disks[i].path);
+		config_free_disk(&cfg->disks[i]);
 	for (unsigned int i = 0; i < cfg->nshares; i++) {
 		free((char *)cfg->shares[i].path);
 		free((char *)cfg->shares[i].tag);

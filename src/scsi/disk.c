@@ -10,6 +10,7 @@
 #include "lib/iov.h"
 #include "lib/log.h"
 #include "scsi/disk_int.h"
+#include "scsi/disk_pr.h"
 
 /* ---- execution ---- */
 
@@ -20,6 +21,8 @@ static bool needs_medium(uint8_t op)
 	case MODE_SENSE_6: case MODE_SENSE_10: case MODE_SELECT_6:
 	case MODE_SELECT_10: case START_STOP_UNIT: case PREVENT_ALLOW:
 	case READ_CAPACITY_10: case SERVICE_ACTION_IN_16:
+	case PERSISTENT_RESERVE_IN: case PERSISTENT_RESERVE_OUT:
+	case RESERVE_6: case RELEASE_6:
 		return false;
 	}
 	return true;
@@ -168,6 +171,10 @@ static void __attribute__((noinline)) emulate(struct scsi_disk *d,
 		n = iov_to_buf(req->iov, req->iovcnt, 0, buf, dc->info.xfer);
 		disk_unmap(req, buf, n);
 		return;
+	case PERSISTENT_RESERVE_IN: case PERSISTENT_RESERVE_OUT:
+	case RESERVE_6: case RELEASE_6:
+		disk_pr_command(d, req, dc);
+		return;
 	default:	/* disk_decode() lets nothing else through */
 		disk_check(req, SENSE_ILLEGAL_REQUEST, ASC_INVALID_OPCODE);
 		req->done(req);
@@ -200,6 +207,8 @@ void scsi_disk_submit(struct scsi_disk *d, struct scsi_req *req)
 		return;
 	if (state_check(d, req))
 		return;
+	if (disk_pr_gate(d, req, dc.bad))
+		return;
 	if (dc.bad) {
 		disk_check_condition(req, &dc.err);
 		req->done(req);
@@ -220,6 +229,8 @@ int scsi_disk_begin(struct scsi_disk *d, struct scsi_req *req)
 	disk_decode(d, req->cdb, req->cdb_len, &dc);
 	req->info = dc.info;
 	if (state_check(d, req))
+		return 1;
+	if (disk_pr_gate(d, req, dc.bad))
 		return 1;
 	if (dc.bad) {
 		disk_check_condition(req, &dc.err);
@@ -250,6 +261,7 @@ void scsi_disk_abort(struct scsi_req *req, bool reset)
 void scsi_disk_reset(struct scsi_disk *d, bool nexus)
 {
 	__atomic_store_n(&d->ua, nexus ? 0x07 : 0x03, __ATOMIC_RELAXED);
+	disk_pr_reset(d, nexus);
 }
 
 void scsi_lun_absent_submit(const struct scsi_lun_map *luns,
@@ -319,6 +331,7 @@ struct scsi_disk *scsi_disk_create(struct blk_backend *be,
 	for (size_t i = 0; i < sizeof(be->serial) && be->serial[i]; i++)
 		h = (h ^ (uint8_t)be->serial[i]) * 0x100000001b3ull;
 	put64(d->naa, (h >> 4) | 0x3ull << 60);
+	disk_pr_create(d);
 	return d;
 }
 
@@ -332,6 +345,7 @@ void scsi_disk_destroy(struct scsi_disk *d)
 			(unsigned long long)e->write, (unsigned long long)e->flush,
 			(unsigned long long)e->other);
 	pthread_mutex_destroy(&d->caw_lock);
+	disk_pr_destroy(d);
 	free(d);
 }
 

@@ -22,6 +22,7 @@
 #define SAM_STAT_GOOD 0x00
 #define SAM_STAT_CHECK_CONDITION 0x02
 #define SAM_STAT_BUSY 0x08
+#define SAM_STAT_RESERVATION_CONFLICT 0x18
 #define SAM_STAT_TASK_SET_FULL 0x28
 #define SAM_STAT_TASK_ABORTED 0x40
 
@@ -212,6 +213,18 @@ void scsi_disk_count_error(struct scsi_disk *d, enum blk_op op);
  * bytes to p and returns their number. */
 unsigned int scsi_disk_sense(const struct scsi_disk *d, uint8_t key,
 			     uint16_t asc, uint8_t *p);
+
+/* Persistent reservations: where the state shared with the other
+ * processes on the image lives and who this process is (its I_T nexus).
+ * state: a file (opened or created now: an error if it cannot be), "none"
+ * (this process only), or NULL: IMAGE.pr, made when a PERSISTENT RESERVE
+ * OUT first needs it (in-process with one warning if it cannot be). id:
+ * the nexus name (1-127 printable characters), NULL: HOSTNAME:PID. Call
+ * before the first command. Returns 0 or -errno with err set. Without
+ * it a disk works as with NULL, NULL. */
+int scsi_disk_pr_setup(struct scsi_disk *d, const char *state, const char *id,
+		       char *err, size_t errlen);
+const char *scsi_disk_pr_id(const struct scsi_disk *d);
 
 /* Write cache enabled (MODE SENSE caching page WCE), for HBAs and tests. */
 bool scsi_disk_wce(const struct scsi_disk *d);

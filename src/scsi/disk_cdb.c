@@ -8,6 +8,7 @@
 #include "lib/iov.h"
 #include "lib/log.h"
 #include "scsi/disk_int.h"
+#include "scsi/disk_pr.h"
 
 #define LBA4 0xff, 0xff, 0xff, 0xff
 #define LBA8 LBA4, LBA4
@@ -18,6 +19,8 @@ const struct cmd_desc disk_cmds[] = {
 	{ WRITE_6, 0, false, 6, { 0x0a, 0x1f, 0xff, 0xff, 0xff, 0 } },
 	{ INQUIRY, 0, false, 6, { 0x12, 0x01, 0xff, 0xff, 0xff, 0 } },
 	{ MODE_SELECT_6, 0, false, 6, { 0x15, 0x11, 0, 0, 0xff, 0 } },
+	{ RESERVE_6, 0, false, 6, { 0x16, 0, 0, 0, 0, 0 } },
+	{ RELEASE_6, 0, false, 6, { 0x17, 0, 0, 0, 0, 0 } },
 	{ MODE_SENSE_6, 0, false, 6, { 0x1a, 0x08, 0xff, 0xff, 0xff, 0 } },
 	{ START_STOP_UNIT, 0, false, 6, { 0x1b, 0x01, 0, 0, 0x05, 0 } },
 	{ PREVENT_ALLOW, 0, false, 6, { 0x1e, 0, 0, 0, 0x01, 0 } },
@@ -33,6 +36,12 @@ const struct cmd_desc disk_cmds[] = {
 	{ UNMAP, 0, false, 10, { 0x42, 0, 0, 0, 0, 0, 0x1f, 0xff, 0xff, 0 } },
 	{ MODE_SELECT_10, 0, false, 10, { 0x55, 0x11, 0, 0, 0, 0, 0, 0xff, 0xff, 0 } },
 	{ MODE_SENSE_10, 0, false, 10, { 0x5a, 0x18, 0xff, 0xff, 0, 0, 0, 0xff, 0xff, 0 } },
+#define PRIN(sa) { PERSISTENT_RESERVE_IN, sa, true, 10, \
+		   { 0x5e, 0x1f, 0, 0, 0, 0, 0, 0xff, 0xff, 0 } }
+	PRIN(0), PRIN(1), PRIN(2), PRIN(3),
+#define PROUT(sa) { PERSISTENT_RESERVE_OUT, sa, true, 10, \
+		    { 0x5f, 0x1f, 0xff, 0, 0, 0xff, 0xff, 0xff, 0xff, 0 } }
+	PROUT(0), PROUT(1), PROUT(2), PROUT(3), PROUT(4), PROUT(5), PROUT(6),
 	{ READ_16, 0, false, 16, { 0x88, 0x18, LBA8, LBA4, 0x1f, 0 } },
 	{ COMPARE_AND_WRITE, 0, false, 16,
 	  { 0x89, 0x18, LBA8, 0, 0, 0, 0xff, 0x1f, 0 } },
@@ -379,6 +388,9 @@ void disk_decode(const struct scsi_disk *d, const uint8_t *cdb,
 		return data_in(dc, be32(cdb + 6));
 	case MAINTENANCE_IN:
 		return data_in(dc, be32(cdb + 6));
+	case PERSISTENT_RESERVE_IN: case PERSISTENT_RESERVE_OUT:
+	case RESERVE_6: case RELEASE_6:
+		return disk_pr_decode(cdb, dc);
 	case UNMAP:
 		if (d->be->ro)
 			return fail(dc, SENSE_DATA_PROTECT, ASC_WRITE_PROTECTED);

@@ -164,6 +164,9 @@ size_t disk_request_sense(struct scsi_disk *d, bool desc, uint8_t *p)
 	if (ua) {
 		s.key = SENSE_UNIT_ATTENTION;
 		s.asc = 0x2900 | ua;
+	} else if ((ua = disk_pr_take_ua(d))) {
+		s.key = SENSE_UNIT_ATTENTION;
+		s.asc = 0x2a00 | ua;
 	} else if (__atomic_load_n(&d->stopped, __ATOMIC_RELAXED)) {
 		s.key = SENSE_NOT_READY;
 		s.asc = ASC_NOT_READY_INIT_REQUIRED;

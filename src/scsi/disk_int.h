@@ -116,6 +116,7 @@ struct scsi_disk {
 	bool stopped;
 	uint8_t ua;		/* 0 or the ASCQ of a pending 29h unit attention */
 	struct blk_errors errors;	/* what the backend failed */
+	struct disk_pr *pr;	/* reservations (disk_pr.c) */
 };
 
 /* A sense condition found while checking a command. field >= 0 points at
@@ -243,5 +244,18 @@ void disk_start_stop(struct scsi_disk *d, struct scsi_req *req,
 void disk_write_same(struct scsi_req *req, const uint8_t *cdb,
 		     const struct decoded *dc);
 void disk_unmap(struct scsi_req *req, const uint8_t *p, size_t len);
+
+/* disk_pr.c: persistent reservations, RESERVE(6)/RELEASE(6). The gate
+ * runs for every command after the unit's own unit attentions: the
+ * reservation unit attentions, then (unless the CDB is bad) RESERVATION
+ * CONFLICT; true when it completed the command. */
+void disk_pr_create(struct scsi_disk *d);
+void disk_pr_destroy(struct scsi_disk *d);
+bool disk_pr_gate(struct scsi_disk *d, struct scsi_req *req, bool bad);
+void disk_pr_decode(const uint8_t *cdb, struct decoded *dc);
+void disk_pr_command(struct scsi_disk *d, struct scsi_req *req,
+		     const struct decoded *dc);
+void disk_pr_reset(struct scsi_disk *d, bool nexus);
+uint8_t disk_pr_take_ua(struct scsi_disk *d);
 
 #endif

@@ -210,6 +210,11 @@ int lsi_attach(struct lsi *s, unsigned int target, struct blk_backend *be)
 	return 0;
 }
 
+struct scsi_disk *lsi_target_disk(struct lsi *s, unsigned int target)
+{
+	return target < LSI_MAX_TARGETS ? s->tgt[target].disk : NULL;
+}
+
 int lsi_start(struct lsi *s)
 {
 	int ret;

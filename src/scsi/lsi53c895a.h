@@ -33,6 +33,8 @@ struct lsi *lsi_create(const struct lsi_params *p);
 /* Puts a disk (LUN 0) at target id; before lsi_start. -EINVAL for the
  * host's ID or an out-of-range one, -EBUSY if taken. */
 int lsi_attach(struct lsi *s, unsigned int target, struct blk_backend *be);
+/* The disk attached as target (NULL: none), for its setters. */
+struct scsi_disk *lsi_target_disk(struct lsi *s, unsigned int target);
 
 /* Starts the HBA thread (threaded mode). */
 int lsi_start(struct lsi *s);

@@ -11,6 +11,7 @@
 
 #include "hw/pci.h"
 #include "lib/log.h"
+#include "scsi/disk.h"
 #include "scsi/lsi_pci.h"
 #include "scsi/lsi53c895a.h"
 #include "scsi/lsi_regs.h"
@@ -203,6 +204,13 @@ int lsi_pci_create(struct pci_bus *bus,
 		if (ret) {
 			pr_err("--disk %s: cannot attach to the LSI HBA: %s",
 			       disks[i]->path, strerror(-ret));
+			goto fail;
+		}
+		ret = scsi_disk_pr_setup(lsi_target_disk(lp->hba, ids[i]),
+					 disks[i]->pr_state, disks[i]->pr_id,
+					 err, sizeof(err));
+		if (ret) {
+			pr_err("--disk: %s", err);
 			goto fail;
 		}
 	}

@@ -933,6 +933,9 @@ struct virtio_dev *virtio_scsi_create(const struct disk_cfg *const *disks,
 			snprintf(err, errlen, "virtio-scsi: out of memory");
 			goto fail;
 		}
+		if (scsi_disk_pr_setup(lu->disk, disks[i]->pr_state,
+				       disks[i]->pr_id, err, errlen))
+			goto fail;
 		t->present = true;
 		t->lu[lun] = lu;
 		t->map.bits[lun / 64] |= 1ull << (lun % 64);

@@ -131,6 +131,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	d = scsi_disk_create(&be[(flags >> 2) & 1], &luns);
 	if (!d)
 		abort();
+	/* reservations within this process: every input starts from none,
+	 * and no state file is made beside the image */
+	{
+		char err[256];
+
+		if (scsi_disk_pr_setup(d, "none", "fuzz", err, sizeof(err)))
+			abort();
+	}
 	if (flags & 8) {
 		/* MODE SELECT(6) of the control page with D_SENSE set */
 		static const uint8_t ms[6] = { 0x15, 0x10, 0, 0, 16, 0 };

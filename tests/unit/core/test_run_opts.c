@@ -219,6 +219,49 @@ static void test_poll_us(void **state)
 	free((char *)c.path);
 }
 
+/* pr-state= and pr-id=: SCSI disks only; pr-id is a nexus name the
+ * guest sees (1-127 printable characters, no spaces). */
+static void test_pr_options(void **state)
+{
+	static const char *const bad[] = {
+		"path=x,if=virtio-scsi,pr-id=", "path=x,if=virtio-scsi,pr-id",
+		"path=x,if=virtio-scsi,pr-id=a b",
+		"path=x,if=virtio-scsi,pr-state=",
+		"path=x,pr-state=x.pr", "path=x,pr-id=n1",
+	};
+	char err[256], id[28 + 127 + 1];
+	struct disk_cfg d;
+
+	assert_int_equal(config_parse_disk("path=x,if=virtio-scsi,pr-state=/s/x.pr,"
+					   "pr-id=node1,pr-id=node2", &d, err,
+					   sizeof(err)), 0);
+	assert_string_equal(d.pr_state, "/s/x.pr");
+	assert_string_equal(d.pr_id, "node2");
+	config_free_disk(&d);
+	assert_null(d.pr_state);
+	assert_int_equal(config_parse_disk("path=x,if=lsi,pr-state=none", &d, err,
+					   sizeof(err)), 0);
+	assert_string_equal(d.pr_state, "none");
+	assert_null(d.pr_id);
+	config_free_disk(&d);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = 0;
+		assert_int_equal(config_parse_disk(bad[i], &d, err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, "pr-"));
+		assert_null(d.path);
+	}
+	memset(id, 'n', sizeof(id));
+	snprintf(id, sizeof(id), "path=x,if=virtio-scsi,pr-id=");
+	id[strlen(id)] = 'n';
+	id[sizeof(id) - 1] = 0;	/* 127 characters of id: fine */
+	assert_int_equal(config_parse_disk(id, &d, err, sizeof(err)), 0);
+	assert_int_equal(strlen(d.pr_id), 127);
+	config_free_disk(&d);
+	assert_false(config_pr_id_ok(""));
+	assert_false(config_pr_id_ok("a\tb"));
+	assert_true(config_pr_id_ok("host:/run/vm1.sock"));
+}
+
 /* Every option is documented in --help, and the --disk/--share keys too. */
 static void test_help_covers_options(void **state)
 {
@@ -226,7 +269,7 @@ static void test_help_covers_options(void **state)
 		"--kernel", "--initrd", "--append", "--memory", "--cpus", "--cpu ",
 		"--disk", "--share", "--verbose", "--quiet", "--help", "--version",
 		"if=", "ro", "cache=", "queues=", "target=", "lun=", "tag=", "msize=",
-		"poll-us=",
+		"poll-us=", "pr-state=", "pr-id=",
 		"avx512f", "xsave", "Examples:", "(V<<1)|1",
 	};
 	char *buf = NULL;
@@ -254,6 +297,7 @@ int main(void)
 		cmocka_unit_test(test_parse_size),
 		cmocka_unit_test(test_config_specs),
 		cmocka_unit_test(test_poll_us),
+		cmocka_unit_test(test_pr_options),
 		cmocka_unit_test(test_help_covers_options),
 	};
 
