@@ -15,9 +15,25 @@
 #define VIRTIO_SCSI_REQ_Q0 2
 
 #define VIRTIO_SCSI_MAX_QUEUES 64	/* request queues */
-#define VIRTIO_SCSI_QUEUE_SIZE 256
-#define VIRTIO_SCSI_SEG_MAX 254		/* data segments per request */
-#define VIRTIO_SCSI_MAX_SECTORS 65535	/* 512-byte sectors per request */
+/* Largest queue: 1024 is the most a QEMU front-end can ask for
+ * (vhost-user-scsi's virtqueue_size, VIRTQUEUE_MAX_SIZE); QEMU computes the
+ * config the guest sees itself (seg_max = virtqueue_size - 2, max_sectors
+ * its own property), so iovm must take every chain such a queue can hold.
+ * A queue's pool holds one request per entry, each with 2 * REQ_MAX_IOV
+ * iovecs (src/virtio/scsi.c): 32 KiB of address space per request, of
+ * which a request touches only the pages its own descriptors need. */
+#define VIRTIO_SCSI_QUEUE_SIZE 1024
+/* Data segments per request: a chain must fit the largest queue (virtio
+ * 1.2, 2.7.5.3.1) with the request header and the response beside its
+ * data, as QEMU's own device has it. Linux takes seg_max as sg_tablesize;
+ * with the block layer's 64 KiB segments, 1022 of them carry 63.9 MiB, so
+ * a command of max_sectors is never short of segments. */
+#define VIRTIO_SCSI_SEG_MAX (VIRTIO_SCSI_QUEUE_SIZE - 2)
+/* 512-byte sectors per request: what the SCSI disk takes in one READ or
+ * WRITE, MAX_XFER_BYTES (32 MiB, src/scsi/disk_int.h) / 512; the 65535 a
+ * Linux host defaults to would refuse the 65536-block commands (32 MiB)
+ * the disk accepts and libiscsi's WriteSame16.Unmap sends. */
+#define VIRTIO_SCSI_MAX_SECTORS 65536
 #define VIRTIO_SCSI_MAX_TARGET 15
 #define VIRTIO_SCSI_MAX_LUN 255
 #define VIRTIO_SCSI_CDB_DEFAULT 32

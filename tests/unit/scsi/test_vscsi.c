@@ -331,6 +331,70 @@ static void test_read_write(void **state)
 	assert_int_equal(r.resid, 512);
 }
 
+/* seg_max data segments in one command (indirect), the header and the
+ * response beside them: on a queue of the largest size, where the chain
+ * fills the queue exactly, and on a smaller one, where Linux's virtio_scsi
+ * sends them all the same (it sizes its tables from seg_max alone). */
+static void test_seg_max(void **state)
+{
+	struct fixture *f = *state;
+	const uint32_t seg = 4096, n = VIRTIO_SCSI_SEG_MAX;
+	const uint32_t len = n * seg, blocks = len / 512;
+	uint64_t w = vdriver_alloc(&f->d, len), rd = vdriver_alloc(&f->d, len);
+	uint32_t hl = VIRTIO_SCSI_REQ_HDR + f->cdb_size;
+	uint32_t rl = VIRTIO_SCSI_RESP_HDR + f->sense_size;
+	struct vbuf *b = calloc(n + 2, sizeof(*b));
+	uint32_t id, used;
+	struct cmd c;
+	struct resp r;
+	uint8_t *h;
+
+	assert_non_null(b);
+	assert_true(w && rd);
+	assert_int_equal(VIRTIO_SCSI_SEG_MAX + 2, VIRTIO_SCSI_QUEUE_SIZE);
+	assert_true(blocks <= DISK / 512);
+	vdriver_queue_stop(&f->d, RQ0);
+	assert_int_equal(vdriver_queue_start(&f->d, RQ0, VIRTIO_SCSI_QUEUE_SIZE), 0);
+	fill(vdriver_ptr(&f->d, w, len), len, 5);
+	for (int pass = 0; pass < 2; pass++) {
+		/* WRITE(10) on the 1024-entry queue, READ(10) on the small one */
+		unsigned int qi = pass ? RQ0 + 1 : RQ0;
+		bool in = pass;
+		uint64_t data = in ? rd : w;
+		unsigned int k = 0;
+
+		c.hdr = vdriver_alloc(&f->d, hl);
+		c.resp = vdriver_alloc(&f->d, rl);
+		h = vdriver_ptr(&f->d, c.hdr, hl);
+		memset(h, 0, hl);
+		lun_addr(h, 0, 0);
+		h[VIRTIO_SCSI_REQ_HDR] = in ? 0x28 : 0x2a;
+		h[VIRTIO_SCSI_REQ_HDR + 7] = blocks >> 8;
+		h[VIRTIO_SCSI_REQ_HDR + 8] = blocks & 0xff;
+		b[k++] = (struct vbuf){ c.hdr, hl, false };
+		if (in)
+			b[k++] = (struct vbuf){ c.resp, rl, true };
+		for (uint32_t i = 0; i < n; i++)
+			b[k++] = (struct vbuf){ data + (uint64_t)i * seg, seg, in };
+		if (!in)
+			b[k++] = (struct vbuf){ c.resp, rl, true };
+		assert_int_equal(k, n + 2);
+		c.head = vdriver_add(&f->d, qi, b, k, true);
+		assert_true(c.head >= 0);
+		vdriver_kick(&f->d, qi);
+		assert_int_equal(vdriver_wait_used(&f->d, qi, &id, &used, WAIT_MS), 1);
+		assert_int_equal(id, c.head);
+		read_resp(f, &c, &r);
+		assert_int_equal(r.response, VIRTIO_SCSI_S_OK);
+		assert_int_equal(r.status, SAM_STAT_GOOD);
+		assert_int_equal(r.resid, 0);
+		assert_int_equal(used, rl + (in ? len : 0));
+	}
+	assert_memory_equal(vdriver_ptr(&f->d, rd, len), vdriver_ptr(&f->d, w, len), len);
+	assert_int_equal(f->d.needs_reset, 0);
+	free(b);
+}
+
 /* Many commands in flight on both queues, completing in any order. */
 static void test_many_in_flight(void **state)
 {
@@ -1045,6 +1109,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_inquiry_and_luns, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_read_write, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_many_in_flight, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_seg_max, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sizes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_ring, setup, teardown),
