@@ -67,25 +67,26 @@ LIBISCSI_PIN=1.19.0-3
 
 # allowed_list: "LEG SUITE.TEST [TEXT]" for each failure that may still
 # happen; with TEXT, only a failure whose reason (reason()) has that text.
-# LEG "both": the disk's own failures (issue 16), on both legs for the same
-# reasons, measured on main (fd8a93d) in this test; each fix takes its
-# line out. LEG "lsi": the LSI leg's transport limit (see the header), the
-# only test allowed to differ between the legs: it must pass on vscsi.
+# LEG "both": failures on both legs for the same reason. One is left, and
+# it is the suite's: GetLBAStatus.UnmapSingle's second loop (libiscsi
+# 1.19, test_get_lba_status_unmap_single.c) asks for the status at LBA
+# i + 1 and then wants the first descriptor to start at i + LBPPB (logical
+# blocks per physical block), which SBC-4 5.8 forbids whenever LBPPB > 1
+# (the first descriptor starts at the STARTING LOGICAL BLOCK ADDRESS). The
+# disk reports 4096-byte physical blocks on a file system with 4 KiB blocks
+# (LBPPB 8), a hint guests align to; it is not given up to please the test.
+# LEG "lsi": the LSI leg's transport limits, the only tests allowed to
+# differ between the legs (each must pass on vscsi): the 32 MiB SG_IO (see
+# the header), and WRITE SAME's data-out of the wrong size: on a parallel
+# bus the target asks for the one block it needs and cannot see what the
+# initiator holds; sym53c8xx finds the mismatch itself and fails the
+# command as a host error (DID_ERROR) before the disk is involved. On
+# virtio-scsi the disk sees the buffer's size and answers ILLEGAL REQUEST.
 allowed_list() {
 	cat <<'EOF'
-both Inquiry.BlockLimits
-both Verify10.Simple
-both Verify10.BeyondEol
-both Verify10.ZeroBlocks
-both Verify10.Flags
-both Verify10.Mismatch
-both Verify16.Simple
-both Verify16.BeyondEol
-both Verify16.ZeroBlocks
-both Verify16.Flags
-both Verify16.Mismatch
-both WriteSame10.InvalidDataOutSize
-both WriteSame16.InvalidDataOutSize
+both GetLBAStatus.UnmapSingle lba offset in first descriptor
+lsi WriteSame10.InvalidDataOutSize SCSI host error
+lsi WriteSame16.InvalidDataOutSize SCSI host error
 lsi WriteSame16.Unmap Failed to send READ16 command: SG_IO ioctl failed
 EOF
 }
@@ -224,6 +225,11 @@ counts() {
 		"$1" "$n" "$(grep -c ' pass$' "$f")" "$(grep -c ' skip$' "$f")" \
 		"$(unimplemented "$1" | wc -l)" "$(grep -c ' fail$' "$f")" "$2" "$3"
 	echo "$1 limits: $(tr '\n' ' ' <"$tmp/$1/limits")"
+	unimplemented "$1" | while read -r t; do
+		echo "  $1 skips, command not implemented: $t: $(lines "$1" "$t" |
+			grep -m1 -iE '\[SKIPPED\]' | sed 's/^.*\[SKIPPED\] *//' |
+			cut -c1-90)"
+	done
 }
 
 # other_skips LEG: the skips for another reason, by the suite's first
