@@ -7,7 +7,11 @@
  *
  *   vhost-client --socket PATH [--device blk|scsi] [--pid PID] [--time SEC]
  *                [--offset BYTES] [--region BYTES] [--yield] [--inflight] JOB...
- *   JOB = NAME:randread|randwrite|read|write:BS:QD   e.g. rr:randread:4k:1
+ *   JOB = NAME:randread|randwrite|read|write|randcaw:BS:QD   e.g. rr:randread:4k:1
+ * randcaw (--device scsi): COMPARE AND WRITE of BS (at most 32 blocks) at
+ * random LBAs, comparing zeroes and writing zeroes, so on a region of
+ * zeroes (a fresh image) every command must succeed; a MISCOMPARE stops
+ * the client like any other failure.
  * I/O stays inside [offset, offset+region) of the disk (default: offset 1M,
  * region 64M, as bench/blk-floor and the probe). --inflight asks for the
  * back-end's inflight buffer (INFLIGHT_SHMFD) and hands it back, as QEMU's
@@ -484,6 +488,7 @@ static uint64_t scsi_start(void)
 struct job {
 	char name[64];
 	bool write, random;
+	bool caw;		/* randcaw: COMPARE AND WRITE, data-out 2 x bs */
 	uint32_t bs;
 	unsigned int qd;
 };
@@ -502,7 +507,7 @@ static uint64_t next_rand(void)
 static void scsi_submit(unsigned int s, const struct job *j, uint64_t off)
 {
 	be_put(scsi_cdb(s) + 2, off / lbsize, 8);
-	scsi_queue(s, j->bs, j->write);
+	scsi_queue(s, j->caw ? 2 * j->bs : j->bs, j->write);
 	slots[s].t0 = mono_ns();
 }
 
@@ -591,9 +596,21 @@ static void run_job(const struct job *j, uint64_t cap, double secs, int pid)
 	if (scsi && (j->bs % lbsize || j->bs / 512 > max_sectors))
 		die("job %s: block size %u is not a multiple of the disk's %u or above max_sectors %u",
 		    j->name, j->bs, lbsize, max_sectors);
+	if (j->caw && (!scsi || j->bs / lbsize > 32))
+		die("job %s: COMPARE AND WRITE needs --device scsi and at most 32 blocks", j->name);
 	for (unsigned int s = 0; s < j->qd; s++) {
-		uint8_t *base = ram + DATA_OFF + (size_t)s * (j->bs + 4096);
+		uint8_t *base = ram + DATA_OFF + (size_t)s * (2 * j->bs + 4096);
 
+		if (j->caw) {
+			/* compare zeroes, write zeroes: every command wins
+			 * on a region that holds zeroes (a fresh image) */
+			scsi_slot_init(s);
+			scsi_cdb(s)[0] = 0x89;
+			scsi_cdb(s)[13] = j->bs / lbsize;
+			slots[s].data_gpa = base - ram;
+			memset(base, 0, 2 * j->bs);
+			continue;
+		}
 		if (scsi) {
 			scsi_slot_init(s);
 			scsi_cdb(s)[0] = j->write ? SCSI_WRITE_16 : SCSI_READ_16;
@@ -703,13 +720,14 @@ static void parse_job(const char *arg, struct job *j)
 	if (!name || !rw || !bs || !qd)
 		die("bad job '%s' (NAME:RW:BS:QD)", arg);
 	snprintf(j->name, sizeof(j->name), "%s", name);
-	j->write = strstr(rw, "write");
+	j->caw = !strcmp(rw, "randcaw");
+	j->write = strstr(rw, "write") || j->caw;
 	j->random = !strncmp(rw, "rand", 4);
 	j->bs = parse_bs(bs);
 	j->qd = atoi(qd);
 	if (!j->qd || j->qd > MAX_QD || j->qd > QSIZE / 3)
 		die("bad queue depth %s (1-%d)", qd, QSIZE / 3);
-	if ((uint64_t)j->qd * (j->bs + 4096) > RAM_SIZE - DATA_OFF)
+	if ((uint64_t)j->qd * (2 * j->bs + 4096) > RAM_SIZE - DATA_OFF)
 		die("job %s needs more buffer memory", arg);
 }
 

@@ -363,7 +363,9 @@ static void caw_run(struct scsi_req *req)
 
 	req->stage = ST_RW;
 	pthread_mutex_lock(&d->caw_lock);
-	ret = fcntl(fd, F_OFD_SETLKW, &fl) ? -errno : 0;
+	do
+		ret = fcntl(fd, F_OFD_SETLKW, &fl) ? -errno : 0;
+	while (ret == -EINTR);
 	if (!ret) {
 		ret = pio_all(fd, medium, n, off, false);
 		if (!ret)
@@ -526,7 +528,9 @@ void disk_get_lba_status(struct scsi_req *req, const struct decoded *dc,
 	uint64_t lba = dc->lba;
 	size_t n = 8;
 
-	if (alloc >= 24 && (alloc - 8) / 16 < max)
+	if (alloc < 24)
+		max = 1;
+	else if ((alloc - 8) / 16 < max)
 		max = (alloc - 8) / 16;
 	memset(buf, 0, 8);
 	while (lba < d->nblocks && ndesc < max) {
