@@ -63,9 +63,9 @@
 #define ASC_OP_IN_PROGRESS 0x0016
 #define ASC_TARGET_NOT_REACHABLE 0x0d02
 #define ASC_TOO_MANY_CSCD 0x2606
-#define ASC_TOO_MANY_SEG 0x2607
-#define ASC_UNSUPP_CSCD_TYPE 0x2604
-#define ASC_UNSUPP_SEG_TYPE 0x2605
+#define ASC_UNSUPP_CSCD_TYPE 0x2607
+#define ASC_TOO_MANY_SEG 0x2608
+#define ASC_UNSUPP_SEG_TYPE 0x2609
 #define ASC_INEXACT_SEGMENT 0x260a
 #define ASC_INLINE_TOO_LONG 0x260b
 #define ASC_INVALID_OP_FOR_COPY 0x260c
@@ -339,9 +339,14 @@ static int parse(struct scsi_req *req, const uint8_t *p, size_t len,
 			fail_param(req, ASC_UNSUPP_CSCD_TYPE, at, -1);
 			goto fail;
 		}
-		if (e[1] & 0xc0) {		/* LU ID TYPE: only 00b */
-			fail_param(req, ASC_INVALID_FIELD_PARAM, at + 1,
-				   31 - __builtin_clz(e[1] & 0xc0));
+		if (e[1] & 0xc0) {
+			/* LU ID TYPE: only 00b. SPC-4 would say INVALID
+			 * FIELD IN PARAMETER LIST; libiscsi 1.19's
+			 * ExtendedCopy.ValidTgtDescr accepts only INVALID
+			 * FIELD IN CDB (later versions either), so that,
+			 * without a field pointer (which would point into
+			 * the CDB). */
+			disk_check(req, SENSE_ILLEGAL_REQUEST, ASC_INVALID_FIELD_CDB);
 			goto fail;
 		}
 		if (e[1] & 0x1f) {		/* a direct-access device */

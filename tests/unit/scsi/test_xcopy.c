@@ -519,10 +519,10 @@ static void test_param_errors(void **state)
 	l.p[3] = 32;
 	/* unsupported CSCD type (FC N_Port_Name), segment type (stream) */
 	l.p[16] = 0xe0;
-	expect_sense(xcopy(E.a.d, l.p, n), SENSE_ILLEGAL_REQUEST, 0x2604, 16);
+	expect_sense(xcopy(E.a.d, l.p, n), SENSE_ILLEGAL_REQUEST, 0x2607, 16);
 	l.p[16] = 0xe4;
 	l.p[48] = 0x03;
-	expect_sense(xcopy(E.a.d, l.p, n), SENSE_ILLEGAL_REQUEST, 0x2605, 48);
+	expect_sense(xcopy(E.a.d, l.p, n), SENSE_ILLEGAL_REQUEST, 0x2609, 48);
 	l.p[48] = 0x02;
 	/* segment descriptor length wrong for its type */
 	l.p[51] = 0x14;
@@ -534,7 +534,7 @@ static void test_param_errors(void **state)
 	l.p[11] = 28;
 	/* LU ID TYPE reserved; peripheral type not a disk */
 	l.p[17] = 0xc0;
-	expect_sense(xcopy(E.a.d, l.p, n), SENSE_ILLEGAL_REQUEST, 0x2600, 17);
+	expect_sense(xcopy(E.a.d, l.p, n), SENSE_ILLEGAL_REQUEST, 0x2400, -1);
 	l.p[17] = 0x01;
 	expect_sense(xcopy(E.a.d, l.p, n), SENSE_ILLEGAL_REQUEST, 0x2600, 17);
 	/* NUL: no such device here */
@@ -606,7 +606,7 @@ static void test_descriptor_limits(void **state)
 	for (unsigned int i = 0; i < maxs + 1; i++)
 		pl_b2b(&l, 0, 0, 1, 0, 1);
 	expect_sense(xcopy(E.a.d, l.p, pl_done(&l)), SENSE_ILLEGAL_REQUEST,
-		     0x2607, -1);
+		     0x2608, -1);
 	/* exactly the limits: fine */
 	pl_init(&l, 1, 2);
 	for (unsigned int i = 0; i < maxc; i++)
