@@ -6,8 +6,8 @@
  * What the copy manager accepts:
  *  - CSCD descriptors: identification descriptor (E4h) naming a disk of this
  *    process by the NAA designator of its Device Identification VPD page
- *    (LU ID TYPE 00b, peripheral type 0, NUL 0, DISK BLOCK LENGTH the
- *    disk's or 0); a disk not found (or destroyed) is COPY TARGET DEVICE NOT
+ *    (peripheral type 0, NUL 0, DISK BLOCK LENGTH the disk's or 0; SPC-3's
+ *    LU ID TYPE is obsolete in SPC-4 and ignored); a disk not found (or destroyed) is COPY TARGET DEVICE NOT
  *    REACHABLE.
  *  - segment descriptors: block to block (02h) and block with offset to
  *    block with offset (0Ah). A segment of zero blocks/bytes moves nothing.
@@ -339,16 +339,8 @@ static int parse(struct scsi_req *req, const uint8_t *p, size_t len,
 			fail_param(req, ASC_UNSUPP_CSCD_TYPE, at, -1);
 			goto fail;
 		}
-		if (e[1] & 0xc0) {
-			/* LU ID TYPE: only 00b. SPC-4 would say INVALID
-			 * FIELD IN PARAMETER LIST; libiscsi 1.19's
-			 * ExtendedCopy.ValidTgtDescr accepts only INVALID
-			 * FIELD IN CDB (later versions either), so that,
-			 * without a field pointer (which would point into
-			 * the CDB). */
-			disk_check(req, SENSE_ILLEGAL_REQUEST, ASC_INVALID_FIELD_CDB);
-			goto fail;
-		}
+		/* e[1] bits 7-6: SPC-3's LU ID TYPE, obsolete in SPC-4
+		 * (ignored, as libiscsi 1.19 expects of an SPC-4 target) */
 		if (e[1] & 0x1f) {		/* a direct-access device */
 			fail_param(req, ASC_INVALID_FIELD_PARAM, at + 1, -1);
 			goto fail;

@@ -532,9 +532,11 @@ static void test_param_errors(void **state)
 	l.p[51] = 0x18;
 	expect_sense(xcopy(E.a.d, l.p, n), SENSE_ILLEGAL_REQUEST, 0x1a00, -1);
 	l.p[11] = 28;
-	/* LU ID TYPE reserved; peripheral type not a disk */
-	l.p[17] = 0xc0;
-	expect_sense(xcopy(E.a.d, l.p, n), SENSE_ILLEGAL_REQUEST, 0x2400, -1);
+	/* SPC-3's LU ID TYPE (obsolete): ignored; peripheral type not a disk */
+	l.p[17] = 0x80;
+	l.p[1] = 0x10;		/* not held: the check at the end holds */
+	expect_good(xcopy(E.a.d, l.p, n));
+	l.p[1] = 0;
 	l.p[17] = 0x01;
 	expect_sense(xcopy(E.a.d, l.p, n), SENSE_ILLEGAL_REQUEST, 0x2600, 17);
 	/* NUL: no such device here */
