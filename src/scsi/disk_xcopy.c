@@ -26,9 +26,13 @@
  * that check never started a copy: it leaves no held data behind (RECEIVE
  * COPY RESULTS for its list identifier finds nothing). A command that got
  * past it holds its results (LIST ID USAGE 00b) until COPY STATUS (or, for
- * one that failed, FAILED SEGMENT DETAILS) has reported them, another copy
- * reuses the list identifier, or the table of XC_RESULTS entries needs the
- * room (the oldest completed entry goes). A process is one I_T nexus for
+ * one that failed, FAILED SEGMENT DETAILS) has reported them, another
+ * EXTENDED COPY with the same list identifier arrives (even one refused in
+ * the check: SPC-3 6.17.2 lists the new command, not its success, as the
+ * end of the old data; libiscsi's ReceiveCopyResults.CopyStatus relies on
+ * it after ExtendedCopy.ValidTgtDescr held list 1 and ValidSegDescr reused
+ * it), or the table of XC_RESULTS entries needs the room (the oldest
+ * completed entry goes). A process is one I_T nexus for
  * its transports (virtio-scsi, vhost-user-scsi, LSI), so the table is per
  * logical unit.
  *
@@ -640,6 +644,15 @@ void disk_xcopy(struct scsi_req *req, const uint8_t *p, size_t len)
 		}
 		if (!o->used && !j)
 			j = o;
+	}
+	if (usage != 3) {
+		/* a new command with this list identifier: what was held
+		 * for the old one goes (SPC-3 6.17.2 b), whether or not the
+		 * new one gets as far as holding anything */
+		struct xc_result *r = result_find(x, p[0]);
+
+		if (r && !r->running)
+			r->used = false;
 	}
 	if (!j) {
 		pthread_mutex_unlock(&x->lock);

@@ -749,6 +749,15 @@ static void test_results_table(void **state)
 	expect_good(rcr(E.a.d, 0, 124, st, sizeof(st)));
 	expect_sense(rcr(E.a.d, 0, 123, st, sizeof(st)), SENSE_ILLEGAL_REQUEST,
 		     0x2400, 2);
+	/* a new command with list id 130, refused: 130's old result goes;
+	 * one with usage 11b (no list id) leaves 131's alone */
+	pl_init(&l, 130, 0);
+	expect_sense(xcopy(E.a.d, l.p, 15), SENSE_ILLEGAL_REQUEST, 0x1a00, -1);
+	expect_sense(rcr(E.a.d, 0, 130, st, sizeof(st)), SENSE_ILLEGAL_REQUEST,
+		     0x2400, 2);
+	pl_init(&l, 131, 3);
+	expect_sense(xcopy(E.a.d, l.p, 15), SENSE_ILLEGAL_REQUEST, 0x1a00, -1);
+	expect_good(rcr(E.a.d, 0, 131, st, sizeof(st)));
 }
 
 static void *destroy_b(void *arg)
