@@ -255,6 +255,7 @@ void disk_unmap(struct scsi_req *req, const uint8_t *p, size_t len);
 void disk_pr_create(struct scsi_disk *d);
 void disk_pr_destroy(struct scsi_disk *d);
 bool disk_pr_gate(struct scsi_disk *d, struct scsi_req *req, bool bad);
+bool disk_pr_blocks(struct scsi_disk *d, bool write);
 void disk_pr_decode(const uint8_t *cdb, struct decoded *dc);
 void disk_pr_command(struct scsi_disk *d, struct scsi_req *req,
 		     const struct decoded *dc);

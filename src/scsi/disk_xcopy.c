@@ -17,7 +17,8 @@
  * Errors found in the parameter list (lengths, counts, descriptor types and
  * fields) are ILLEGAL REQUEST with a field pointer into the list; errors of
  * a copy target (unreachable, LBA out of range, write protected, I/O
- * errors) are COPY ABORTED with the segment pointer and, in fixed-format
+ * errors; another disk's reservation that the copy's READ or WRITE would
+ * conflict with) are COPY ABORTED with the segment pointer and, in fixed-format
  * sense data, the target's own sense data (key and ASC, e.g. LBA OUT OF
  * RANGE or WRITE PROTECTED) at the DESTINATION (or SOURCE) SENSE DATA
  * OFFSET of byte 8/9, as SPC-4 describes.
@@ -181,13 +182,18 @@ void disk_xcopy_fini(struct scsi_disk *d)
 	d->xc = NULL;
 }
 
-/* The disk with this NAA designator, referenced; NULL if none. */
-static struct scsi_disk *disk_get(const uint8_t *naa)
+/* The disk with this NAA designator, referenced; NULL if none. self (the
+ * disk the command came to) first: two disks of one image share the NAA. */
+static struct scsi_disk *disk_get(struct scsi_disk *self, const uint8_t *naa)
 {
 	struct scsi_disk *d = NULL;
 
 	pthread_mutex_lock(&reg_lock);
-	for (struct xcopy_state *x = reg_head; x; x = x->next) {
+	if (!memcmp(self->naa, naa, 8)) {
+		self->xc->refs++;
+		d = self;
+	}
+	for (struct xcopy_state *x = reg_head; !d && x; x = x->next) {
 		if (!memcmp(x->d->naa, naa, 8)) {
 			x->refs++;
 			d = x->d;
@@ -352,7 +358,7 @@ static int parse(struct scsi_req *req, const uint8_t *p, size_t len,
 		/* NUL (no device), or a designator other than a binary NAA
 		 * one of a logical unit: nothing this copy manager reaches */
 		if ((e[1] & 0x20) || (e[4] & 0x0f) != 1 || (e[5] & 0x3f) != 0x03 ||
-		    e[7] != 8 || !(t = disk_get(e + 8))) {
+		    e[7] != 8 || !(t = disk_get(req->disk, e + 8))) {
 			fail_copy(req, ASC_TARGET_NOT_REACHABLE, at, NULL);
 			goto fail;
 		}
@@ -436,6 +442,16 @@ static int parse(struct scsi_req *req, const uint8_t *p, size_t len,
 			te = (struct tgt_err){ SENSE_ILLEGAL_REQUEST,
 					       ASC_LBA_OUT_OF_RANGE, true };
 			fail_copy(req, ASC_NONE, at + 20, &te);
+			goto fail;
+		}
+		/* another disk's reservations (this one's: the command's own
+		 * gate) as the copy's READ and WRITE would meet them */
+		if (n && s->src != req->disk && disk_pr_blocks(s->src, false)) {
+			fail_copy(req, ASC_NONE, at + 4, NULL);
+			goto fail;
+		}
+		if (n && s->dst != req->disk && disk_pr_blocks(s->dst, true)) {
+			fail_copy(req, ASC_NONE, at + 6, NULL);
 			goto fail;
 		}
 		if (n && s->dst->be->ro) {

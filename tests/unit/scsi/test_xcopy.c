@@ -839,6 +839,59 @@ static void test_abort(void **state)
 	assert_int_equal(t->r.status, SAM_STAT_TASK_ABORTED);
 }
 
+static void prout(struct scsi_disk *d, uint8_t sa, uint8_t type, uint64_t key,
+		  uint64_t sakey)
+{
+	uint8_t p[24] = { 0 };
+	const uint8_t cdb[10] = { 0x5f, sa, type, 0, 0, 0, 0, 0, 24, 0 };
+
+	for (int i = 0; i < 8; i++) {
+		p[i] = key >> (56 - 8 * i);
+		p[8 + i] = sakey >> (56 - 8 * i);
+	}
+	run(d, cdb, 10, SCSI_DIR_TO_DEV, p, sizeof(p));
+	expect_good(&T);
+}
+
+/* B reserved (WRITE EXCLUSIVE) by another nexus: a copy that disk A
+ * receives may read B but not write it. */
+static void test_reserved_target(void **state)
+{
+	char st[96], err[256];
+	struct scsi_disk *other;
+	struct plist l;
+
+	snprintf(st, sizeof(st), "%s.pr", E.b.path);
+	/* the other nexus: a second disk on B's image (registered first, so
+	 * that B's own disk is the one A's copies find) */
+	scsi_disk_destroy(E.b.d);
+	other = scsi_disk_create(&E.b.be, &E.luns);
+	E.b.d = scsi_disk_create(&E.b.be, &E.luns);
+	assert_non_null(other);
+	assert_non_null(E.b.d);
+	assert_int_equal(scsi_disk_pr_setup(other, st, "other", err, sizeof(err)), 0);
+	assert_int_equal(scsi_disk_pr_setup(E.b.d, st, "me", err, sizeof(err)), 0);
+	prout(other, 0x00, 0, 0, 0x1234);		/* REGISTER */
+	prout(other, 0x01, 0x01, 0x1234, 0);		/* RESERVE, WE */
+
+	pl_init(&l, 1, 2);
+	pl_cscd(&l, E.a.naa);
+	pl_cscd(&l, E.b.naa);
+	pl_b2b(&l, 0, 1, 8, 0, 0);
+	expect_sense(xcopy(E.a.d, l.p, pl_done(&l)), SENSE_COPY_ABORTED, 0,
+		     16 + 64 + 6);
+	read_blocks(&E.b, 0, 8, bufb);
+	pl_init(&l, 1, 2);
+	pl_cscd(&l, E.b.naa);
+	pl_cscd(&l, E.a.naa);
+	pl_b2b(&l, 0, 1, 8, 0, 500);
+	expect_good(xcopy(E.a.d, l.p, pl_done(&l)));
+	read_blocks(&E.a, 500, 8, bufa);
+	assert_memory_equal(bufa, bufb, 8 * BS);
+	scsi_disk_destroy(other);
+	unlink(st);
+}
+
 static void test_vpd_inquiry(void **state)
 {
 	uint8_t buf[128];
@@ -885,6 +938,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_destroy_while_copying, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_abort, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reserved_target, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_vpd_inquiry, setup, teardown),
 	};
 
