@@ -271,6 +271,7 @@ void scsi_disk_reset(struct scsi_disk *d, bool nexus)
 {
 	__atomic_store_n(&d->ua, nexus ? 0x07 : 0x03, __ATOMIC_RELAXED);
 	disk_pr_reset(d, nexus);
+	disk_xcopy_reset(d);
 }
 
 void scsi_lun_absent_submit(const struct scsi_lun_map *luns,

@@ -270,6 +270,7 @@ void disk_xcopy_decode(const uint8_t *cdb, struct decoded *dc);
 void disk_xcopy(struct scsi_req *req, const uint8_t *p, size_t len);
 void disk_rcr(struct scsi_req *req, const uint8_t *cdb, uint32_t alloc);
 void disk_xcopy_abort(struct scsi_req *req);
+void disk_xcopy_reset(struct scsi_disk *d);
 size_t disk_xcopy_vpd(uint8_t *p);
 
 #endif

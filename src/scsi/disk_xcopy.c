@@ -723,6 +723,20 @@ void disk_xcopy_abort(struct scsi_req *req)
 	pthread_mutex_unlock(&x->lock);
 }
 
+/* A logical unit reset or I_T nexus loss: the held data of completed
+ * copies goes (SPC-3 6.17.2 c); running copies are the task management's
+ * to abort, and keep their entries. */
+void disk_xcopy_reset(struct scsi_disk *d)
+{
+	struct xcopy_state *x = d->xc;
+
+	pthread_mutex_lock(&x->lock);
+	for (unsigned int i = 0; i < XC_RESULTS; i++)
+		if (x->res[i].used && !x->res[i].running)
+			x->res[i].used = false;
+	pthread_mutex_unlock(&x->lock);
+}
+
 /* ---- RECEIVE COPY RESULTS ---- */
 
 static size_t op_params(uint8_t *p)

@@ -758,6 +758,12 @@ static void test_results_table(void **state)
 	pl_init(&l, 131, 3);
 	expect_sense(xcopy(E.a.d, l.p, 15), SENSE_ILLEGAL_REQUEST, 0x1a00, -1);
 	expect_good(rcr(E.a.d, 0, 131, st, sizeof(st)));
+	/* a LU reset: held data goes (after the unit attention) */
+	scsi_disk_reset(E.a.d, false);
+	expect_sense(rcr(E.a.d, 0, 132, st, sizeof(st)), SENSE_UNIT_ATTENTION,
+		     0x2903, -1);
+	expect_sense(rcr(E.a.d, 0, 132, st, sizeof(st)), SENSE_ILLEGAL_REQUEST,
+		     0x2400, 2);
 }
 
 static void *destroy_b(void *arg)
