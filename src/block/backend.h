@@ -123,9 +123,35 @@ int blkq_flush(struct blk_queue *q, struct blk_backend *be, blk_done_fn done,
 int blkq_discard(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 		 uint64_t offset, uint64_t len, blk_done_fn done, void *tag);
 
+/* A copy between two backends (or within one) that the host does: the data
+ * never passes through the caller's memory. Owned by the caller until the
+ * completion; copied is how far it got (bytes, read with an atomic load
+ * while it runs), cancel (set with an atomic store, from the owner's thread)
+ * stops it after the chunk in flight with -ECANCELED. Ranges are checked
+ * against both backends' sizes here (-EINVAL); dst must be writable
+ * (-EROFS). Overlapping ranges of one file copy as memmove does: the
+ * destination ends up with the source's old contents. */
+struct blk_copy {
+	struct blk_backend *src, *dst;
+	uint64_t src_off, dst_off, len;
+	uint64_t copied;
+	bool cancel;
+};
+/* The most a copy moves in one step before others (copies, discards) on
+ * the same queue get their turn. */
+#define BLK_COPY_CHUNK (8u << 20)
+/* Queues a copy: done(tag, 0 or -errno) comes from blkq_reap like any
+ * completion; nothing of it runs on the calling thread. The file backend
+ * uses copy_file_range(2) on a helper thread of the queue, chunk by chunk;
+ * a backend that cannot copy by itself (network) returns -EOPNOTSUPP at
+ * once and the device decides (fall back or refuse). Takes a request
+ * slot (-EAGAIN when the queue is full). */
+int blkq_copy(struct blk_queue *q, struct blk_copy *c, blk_done_fn done,
+	      void *tag);
+
 /* Tests only: holds the slow operations above in flight by construction.
- * While hooks are set, every zeroing that comes to writing zeroes, and
- * every block-device discard, first waits until gate_fd is readable
+ * While hooks are set, every zeroing that comes to writing zeroes, every
+ * block-device discard and every copy (before its first chunk) first waits until gate_fd is readable
  * (-1: no gate) and writes 1 to arrive_fd (-1: none) when it starts to
  * wait; with no_fallocate, zeroing skips fallocate and files' discards
  * fail with -EOPNOTSUPP, as on a file system without them. h must stay
@@ -134,6 +160,7 @@ struct blk_test_hooks {
 	int gate_fd;
 	int arrive_fd;
 	bool no_fallocate;
+	bool no_copy_range;	/* blkq_copy: copy_file_range fails EXDEV */
 };
 void blk_set_test_hooks(const struct blk_test_hooks *h);
 

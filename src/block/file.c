@@ -279,7 +279,7 @@ int blk_flush(struct blk_backend *be)
 
 int (*blkq_test_result)(const struct blk_backend *be, enum blk_op op, int res);
 
-enum { SLOT_POLL = 100, SLOT_ZCHUNK, SLOT_HELPER };
+enum { SLOT_POLL = 100, SLOT_ZCHUNK, SLOT_HELPER, SLOT_COPY };
 
 /* Where a zeroing request (WRITE_ZEROES, ZERO_UNMAP) is. */
 enum { Z_FALLOC, Z_GATE, Z_FILL };
@@ -305,13 +305,23 @@ struct blk_slot {
 	unsigned int zinflight;	/* its chunk writes in flight */
 	uint64_t zpos;		/* next byte to write */
 	struct blk_slot *parent;	/* SLOT_ZCHUNK: the request it zeroes */
+	/* SLOT_COPY, on the helper thread: the caller's copy; whether it
+	 * began (gate, same-file check), goes through the bounce buffer
+	 * (overlap within a file, or copy_file_range refused), and runs from
+	 * the end backwards (overlap with the destination above). */
+	struct blk_copy *copy;
+	bool copy_started;
+	bool copy_bounce;
+	bool copy_back;
 };
 
 /* Block-device discards: no asynchronous BLKDISCARD in io_uring on the
  * kernels we support (Debian 12's 6.1), so they run on a helper thread of
  * the queue, started on the first one; its results come back through an
  * eventfd that the queue's ring watches, so the owner's loop wakes for
- * them like for any completion. */
+ * them like for any completion. Copies (blkq_copy) run there too, one
+ * chunk at a time, each going back to the end of the list after its chunk
+ * so that neither a copy nor a discard waits behind a long copy. */
 struct blk_helper {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -324,6 +334,8 @@ struct blk_helper {
 	unsigned int pending;		/* handed over and not yet finished */
 	bool armed;			/* the watch on efd is in the ring */
 	struct blk_slot watch;
+	uint8_t *bounce;		/* the thread's: copies that cannot
+					 * use copy_file_range */
 };
 
 struct blk_queue {
@@ -423,6 +435,7 @@ static void helper_stop(struct blk_helper *h)
 	helper_join(h);
 	if (h->efd >= 0)
 		close(h->efd);
+	free(h->bounce);
 	pthread_cond_destroy(&h->cond);
 	pthread_mutex_destroy(&h->lock);
 }
@@ -910,15 +923,151 @@ static void test_gate_wait(void)
 		;
 }
 
+/* ---- copies on the helper thread ---- */
+
+#define COPY_BOUNCE (1u << 20)
+
+static int copy_fd(const struct blk_backend *be)
+{
+	/* cache=none: the page cache path, for which copy_file_range has no
+	 * alignment rule; coherent with O_DIRECT I/O as blkq_rw's fallback
+	 * is (the kernel writes back and invalidates around direct I/O). */
+	return be->fd_buffered >= 0 ? be->fd_buffered : be->fd;
+}
+
+static bool same_file(const struct blk_backend *a, const struct blk_backend *b)
+{
+	struct stat sa, sb;
+
+	if (a == b || a->fd == b->fd)
+		return true;
+	if (fstat(a->fd, &sa) || fstat(b->fd, &sb))
+		return true;	/* unknown: the safe (memmove) way */
+	if (S_ISBLK(sa.st_mode) && S_ISBLK(sb.st_mode))
+		return sa.st_rdev == sb.st_rdev;
+	return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* Through the thread's buffer, in pieces going the copy's way (so that an
+ * overlapping range reads each byte before it is overwritten). */
+static int copy_bounce(struct blk_helper *h, int sfd, uint64_t so, int dfd,
+		       uint64_t doff, uint64_t n, bool back)
+{
+	if (!h->bounce && !(h->bounce = malloc(COPY_BOUNCE)))
+		return -ENOMEM;
+	while (n) {
+		uint64_t piece = n < COPY_BOUNCE ? n : COPY_BOUNCE;
+		uint64_t at = back ? n - piece : 0;
+		size_t got = 0;
+
+		while (got < piece) {
+			ssize_t r = pread(sfd, h->bounce + got, piece - got,
+					  so + at + got);
+
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0)
+				return r < 0 ? -errno : -EIO;
+			got += r;
+		}
+		for (size_t put = 0; put < piece;) {
+			ssize_t r = pwrite(dfd, h->bounce + put, piece - put,
+					   doff + at + put);
+
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0)
+				return r < 0 ? -errno : -EIO;
+			put += r;
+		}
+		if (!back) {
+			so += piece;
+			doff += piece;
+		}
+		n -= piece;
+	}
+	return 0;
+}
+
+/* One chunk of a copy. Returns 1 while more remains, 0 when it is all
+ * done, or -errno. */
+static int copy_step(struct blk_helper *h, struct blk_slot *s)
+{
+	struct blk_copy *c = s->copy;
+	uint64_t done = c->copied, left = c->len - done, n;
+	int sfd = copy_fd(c->src), dfd = copy_fd(c->dst);
+	loff_t so, doff;
+
+	if (!s->copy_started) {
+		s->copy_started = true;
+		test_gate_wait();
+		if (same_file(c->src, c->dst) &&
+		    c->src_off < c->dst_off + c->len &&
+		    c->dst_off < c->src_off + c->len) {
+			/* copy_file_range refuses overlap within a file */
+			s->copy_bounce = true;
+			s->copy_back = c->dst_off > c->src_off;
+		}
+	}
+	if (__atomic_load_n(&c->cancel, __ATOMIC_ACQUIRE))
+		return -ECANCELED;
+	if (!left)
+		return 0;
+	n = left < BLK_COPY_CHUNK ? left : BLK_COPY_CHUNK;
+	so = c->src_off + (s->copy_back ? left - n : done);
+	doff = c->dst_off + (s->copy_back ? left - n : done);
+	if (!s->copy_bounce) {
+		const struct blk_test_hooks *th = hooks();
+		uint64_t rest = n;
+
+		while (rest) {
+			ssize_t r = th && th->no_copy_range ? (errno = EXDEV, -1) :
+				    copy_file_range(sfd, &so, dfd, &doff, rest, 0);
+
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0 && (errno == EXDEV || errno == EOPNOTSUPP ||
+				      errno == EINVAL || errno == ENOSYS)) {
+				/* Not between these files: different file
+				 * systems on kernels before 5.3 or since
+				 * 5.19 for most of them (EXDEV), a file
+				 * system or device without it (EOPNOTSUPP,
+				 * EINVAL: e.g. a block device, or O_APPEND),
+				 * an old kernel (ENOSYS). The rest of this
+				 * copy takes the bounce buffer. */
+				s->copy_bounce = true;
+				break;
+			}
+			if (r <= 0)
+				return r < 0 ? -errno : -EIO;
+			rest -= r;
+		}
+		if (rest) {
+			int ret = copy_bounce(h, sfd, so, dfd, doff, rest, false);
+
+			if (ret)
+				return ret;
+		}
+	} else {
+		int ret = copy_bounce(h, sfd, so, dfd, doff, n, s->copy_back);
+
+		if (ret)
+			return ret;
+	}
+	__atomic_store_n(&c->copied, done + n, __ATOMIC_RELEASE);
+	return done + n < c->len ? 1 : 0;
+}
+
 static void *helper_main(void *arg)
 {
 	struct blk_helper *h = arg;
 	uint64_t one = 1;
 
-	pthread_setname_np(pthread_self(), "iovm-discard");
+	pthread_setname_np(pthread_self(), "iovm-blkhelper");
 	pthread_mutex_lock(&h->lock);
 	for (;;) {
 		struct blk_slot *s = h->todo;
+		bool stop;
 		int res;
 
 		if (!s) {
@@ -930,13 +1079,27 @@ static void *helper_main(void *arg)
 		h->todo = s->next;
 		if (!h->todo)
 			h->todo_tail = &h->todo;
+		stop = h->stop;
 		pthread_mutex_unlock(&h->lock);
-		test_gate_wait();
-		do
-			res = blockdev_range_ioctl(s->be, BLKDISCARD, s->offset,
-						   s->len);
-		while (res == -EINTR);
+		if (s->op == SLOT_COPY) {
+			/* stopping (blkq_abort, blkq_destroy): copies end at
+			 * their next chunk */
+			res = stop ? -ECANCELED : copy_step(h, s);
+		} else {
+			test_gate_wait();
+			do
+				res = blockdev_range_ioctl(s->be, BLKDISCARD,
+							   s->offset, s->len);
+			while (res == -EINTR);
+		}
 		pthread_mutex_lock(&h->lock);
+		if (res == 1) {
+			/* more of this copy: after what else waits */
+			s->next = NULL;
+			*h->todo_tail = s;
+			h->todo_tail = &s->next;
+			continue;
+		}
 		s->res = res;
 		s->next = h->done;
 		h->done = s;
@@ -1092,6 +1255,38 @@ int blkq_discard(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	 * too: nothing of it stalls this queue's thread. */
 	s->zmethod = 0;
 	ret = zero_next(q, s);
+	if (ret)
+		slot_put(q, s);
+	return ret;
+}
+
+int blkq_copy(struct blk_queue *q, struct blk_copy *c, blk_done_fn done,
+	      void *tag)
+{
+	struct blk_slot *s;
+	int ret;
+
+	if (q->dead)
+		return -EIO;
+	if (c->dst->ro)
+		return -EROFS;
+	if (!range_ok(c->src, c->src_off, c->len) ||
+	    !range_ok(c->dst, c->dst_off, c->len))
+		return -EINVAL;
+	s = slot_start(q, BLK_OP_WRITE, c->dst, c->dst_off, c->len, done, tag);
+	if (!s)
+		return -EAGAIN;
+	s->op = SLOT_COPY;
+	s->copy = c;
+	s->copy_started = false;
+	s->copy_bounce = false;
+	s->copy_back = false;
+	__atomic_store_n(&c->copied, 0, __ATOMIC_RELAXED);
+	if (!c->len) {
+		defer(q, s, 0);
+		return 0;
+	}
+	ret = helper_queue(q, s);
 	if (ret)
 		slot_put(q, s);
 	return ret;

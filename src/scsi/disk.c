@@ -175,6 +175,13 @@ static void __attribute__((noinline)) emulate(struct scsi_disk *d,
 	case RESERVE_6: case RELEASE_6:
 		disk_pr_command(d, req, dc);
 		return;
+	case EXTENDED_COPY:
+		n = iov_to_buf(req->iov, req->iovcnt, 0, buf, dc->info.xfer);
+		disk_xcopy(req, buf, n);
+		return;
+	case RECEIVE_COPY_RESULTS:
+		disk_rcr(req, cdb, dc->info.xfer);
+		return;
 	default:	/* disk_decode() lets nothing else through */
 		disk_check(req, SENSE_ILLEGAL_REQUEST, ASC_INVALID_OPCODE);
 		req->done(req);
@@ -256,12 +263,15 @@ int scsi_disk_begin(struct scsi_disk *d, struct scsi_req *req)
 void scsi_disk_abort(struct scsi_req *req, bool reset)
 {
 	req->abort_host = reset ? SCSI_HOST_RESET : SCSI_HOST_ABORTED;
+	if (req->op == EXTENDED_COPY)
+		disk_xcopy_abort(req);
 }
 
 void scsi_disk_reset(struct scsi_disk *d, bool nexus)
 {
 	__atomic_store_n(&d->ua, nexus ? 0x07 : 0x03, __ATOMIC_RELAXED);
 	disk_pr_reset(d, nexus);
+	disk_xcopy_reset(d);
 }
 
 void scsi_lun_absent_submit(const struct scsi_lun_map *luns,
@@ -331,6 +341,10 @@ struct scsi_disk *scsi_disk_create(struct blk_backend *be,
 	for (size_t i = 0; i < sizeof(be->serial) && be->serial[i]; i++)
 		h = (h ^ (uint8_t)be->serial[i]) * 0x100000001b3ull;
 	put64(d->naa, (h >> 4) | 0x3ull << 60);
+	if (disk_xcopy_init(d)) {
+		free(d);
+		return NULL;
+	}
 	disk_pr_create(d);
 	return d;
 }
@@ -344,6 +358,7 @@ void scsi_disk_destroy(struct scsi_disk *d)
 			blk_name(d->be), (unsigned long long)e->read,
 			(unsigned long long)e->write, (unsigned long long)e->flush,
 			(unsigned long long)e->other);
+	disk_xcopy_fini(d);
 	pthread_mutex_destroy(&d->caw_lock);
 	disk_pr_destroy(d);
 	free(d);

@@ -56,6 +56,10 @@ const struct cmd_desc disk_cmds[] = {
 	  { 0x9e, 0x1f, LBA8, LBA4, 0x01, 0 } },
 	{ SERVICE_ACTION_IN_16, SAI_GET_LBA_STATUS, true, 16,
 	  { 0x9e, 0x1f, LBA8, LBA4, 0, 0 } },
+	{ EXTENDED_COPY, 0x00, true, 16, { 0x83, 0x1f, 0, 0, 0, 0, 0, 0, 0, 0, LBA4, 0, 0 } },
+	{ RECEIVE_COPY_RESULTS, 0x00, true, 16, { 0x84, 0x1f, 0xff, 0, 0, 0, 0, 0, 0, 0, LBA4, 0, 0 } },
+	{ RECEIVE_COPY_RESULTS, 0x03, true, 16, { 0x84, 0x1f, 0, 0, 0, 0, 0, 0, 0, 0, LBA4, 0, 0 } },
+	{ RECEIVE_COPY_RESULTS, 0x04, true, 16, { 0x84, 0x1f, 0xff, 0, 0, 0, 0, 0, 0, 0, LBA4, 0, 0 } },
 	{ REPORT_LUNS, 0, false, 12, { 0xa0, 0, 0xff, 0, 0, 0, LBA4, 0, 0 } },
 	{ MAINTENANCE_IN, MI_REPORT_SUPPORTED_OPCODES, true, 12,
 	  { 0xa3, 0x1f, 0x87, 0xff, 0xff, 0xff, LBA4, 0, 0 } },
@@ -391,6 +395,8 @@ void disk_decode(const struct scsi_disk *d, const uint8_t *cdb,
 	case PERSISTENT_RESERVE_IN: case PERSISTENT_RESERVE_OUT:
 	case RESERVE_6: case RELEASE_6:
 		return disk_pr_decode(cdb, dc);
+	case EXTENDED_COPY: case RECEIVE_COPY_RESULTS:
+		return disk_xcopy_decode(cdb, dc);
 	case UNMAP:
 		if (d->be->ro)
 			return fail(dc, SENSE_DATA_PROTECT, ASC_WRITE_PROTECTED);

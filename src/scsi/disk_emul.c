@@ -41,6 +41,7 @@ size_t disk_std_inquiry(uint8_t *p, uint8_t pq_pdt)
 	p[2] = 0x06;		/* SPC-4 */
 	p[3] = 0x12;		/* HISUP, response data format 2 */
 	p[4] = 96 - 5;
+	p[5] = pq_pdt == 0 ? 0x08 : 0;	/* 3PC: EXTENDED COPY */
 	p[7] = 0x02;		/* CMDQUE */
 	pad(p + 8, "IOVM", 8);
 	pad(p + 16, "iovm disk", 16);
@@ -50,7 +51,7 @@ size_t disk_std_inquiry(uint8_t *p, uint8_t pq_pdt)
 	return 96;
 }
 
-static const uint8_t vpd_pages[] = { 0x00, 0x80, 0x83, 0xb0, 0xb1, 0xb2 };
+static const uint8_t vpd_pages[] = { 0x00, 0x80, 0x83, 0x8f, 0xb0, 0xb1, 0xb2 };
 
 static size_t vpd_page(const struct scsi_disk *d, uint8_t page, uint8_t *p)
 {
@@ -101,6 +102,9 @@ static size_t vpd_page(const struct scsi_disk *d, uint8_t page, uint8_t *p)
 		n = 64;
 		break;
 	}
+	case 0x8f:
+		n = disk_xcopy_vpd(p);
+		break;
 	case 0xb1:
 		put16(p + 4, 1);	/* non-rotating medium */
 		n = 64;

@@ -40,6 +40,8 @@
 #define SYNC_CACHE_16 0x91
 #define WRITE_SAME_16 0x93
 #define SERVICE_ACTION_IN_16 0x9e
+#define EXTENDED_COPY 0x83
+#define RECEIVE_COPY_RESULTS 0x84
 #define REPORT_LUNS 0xa0
 #define MAINTENANCE_IN 0xa3
 #define READ_12 0xa8
@@ -117,6 +119,7 @@ struct scsi_disk {
 	uint8_t ua;		/* 0 or the ASCQ of a pending 29h unit attention */
 	struct blk_errors errors;	/* what the backend failed */
 	struct disk_pr *pr;	/* reservations (disk_pr.c) */
+	struct xcopy_state *xc;	/* EXTENDED COPY (disk_xcopy.c) */
 };
 
 /* A sense condition found while checking a command. field >= 0 points at
@@ -252,10 +255,22 @@ void disk_unmap(struct scsi_req *req, const uint8_t *p, size_t len);
 void disk_pr_create(struct scsi_disk *d);
 void disk_pr_destroy(struct scsi_disk *d);
 bool disk_pr_gate(struct scsi_disk *d, struct scsi_req *req, bool bad);
+bool disk_pr_blocks(struct scsi_disk *d, bool write);
 void disk_pr_decode(const uint8_t *cdb, struct decoded *dc);
 void disk_pr_command(struct scsi_disk *d, struct scsi_req *req,
 		     const struct decoded *dc);
 void disk_pr_reset(struct scsi_disk *d, bool nexus);
 uint8_t disk_pr_take_ua(struct scsi_disk *d);
+/* disk_xcopy.c: EXTENDED COPY (LID1), RECEIVE COPY RESULTS, the
+ * Third-party Copy VPD page, and the process's registry of disks that a
+ * copy can name. */
+int disk_xcopy_init(struct scsi_disk *d);
+void disk_xcopy_fini(struct scsi_disk *d);
+void disk_xcopy_decode(const uint8_t *cdb, struct decoded *dc);
+void disk_xcopy(struct scsi_req *req, const uint8_t *p, size_t len);
+void disk_rcr(struct scsi_req *req, const uint8_t *cdb, uint32_t alloc);
+void disk_xcopy_abort(struct scsi_req *req);
+void disk_xcopy_reset(struct scsi_disk *d);
+size_t disk_xcopy_vpd(uint8_t *p);
 
 #endif

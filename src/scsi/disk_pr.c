@@ -205,6 +205,29 @@ static bool cache_valid(const struct disk_pr *pr, uint64_t *c)
 	return *c >> 8 == (g & (UINT64_MAX >> 8));
 }
 
+/* For EXTENDED COPY (disk_xcopy.c): whether this process's reads (write:
+ * writes) of d, a copy's source (destination) named by a command that
+ * another disk received, would meet RESERVATION CONFLICT. */
+bool disk_pr_blocks(struct scsi_disk *d, bool write)
+{
+	struct disk_pr *pr = d->pr;
+	uint64_t c;
+	uint8_t bits;
+	bool probe;
+
+	if (!pr)
+		return false;
+	probe = probe_due(pr);
+	if (probe || !cache_valid(pr, &c)) {
+		slow_path(pr, probe);
+		cache_valid(pr, &c);
+	}
+	bits = c & 0xff;
+	if (bits & PR_BLOCK_SPC2)
+		return true;
+	return bits & (write ? PR_BLOCK_WRITE : PR_BLOCK_READ);
+}
+
 bool disk_pr_gate(struct scsi_disk *d, struct scsi_req *req, bool bad)
 {
 	struct disk_pr *pr = d->pr;

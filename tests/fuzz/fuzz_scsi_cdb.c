@@ -77,7 +77,8 @@ static void check_result(const struct scsi_req *r)
 		abort();
 	if (r->status == SAM_STAT_CHECK_CONDITION) {
 		if (r->sense_len != 8 && r->sense_len != 16 && r->sense_len != 18 &&
-		    r->sense_len != 20 && r->sense_len != 28)
+		    r->sense_len != 20 && r->sense_len != 28 &&
+		    r->sense_len != 32)	/* COPY ABORTED with a target's sense */
 			abort();
 		if ((r->sense[0] & 0x7e) != 0x70 && (r->sense[0] & 0x7e) != 0x72)
 			abort();

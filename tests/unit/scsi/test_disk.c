@@ -265,14 +265,14 @@ static void test_inquiry_std(void **state)
 static void test_inquiry_vpd(void **state)
 {
 	uint8_t buf[256];
-	static const uint8_t pages[] = { 0, 0x80, 0x83, 0xb0, 0xb1, 0xb2 };
+	static const uint8_t pages[] = { 0, 0x80, 0x83, 0x8f, 0xb0, 0xb1, 0xb2 };
 	struct treq *t;
 
 	t = RUN(SCSI_DIR_FROM_DEV, buf, sizeof(buf), 0x12, 1, 0x00, 0, 255, 0);
 	expect_good(t);
-	assert_int_equal(t->r.xferred, 10);
-	assert_int_equal(buf[3], 6);
-	assert_memory_equal(buf + 4, pages, 6);
+	assert_int_equal(t->r.xferred, 11);
+	assert_int_equal(buf[3], 7);
+	assert_memory_equal(buf + 4, pages, 7);
 
 	t = RUN(SCSI_DIR_FROM_DEV, buf, sizeof(buf), 0x12, 1, 0x80, 0, 255, 0);
 	expect_good(t);
