@@ -71,8 +71,10 @@ LIBISCSI_PIN=1.19.0-3
 # it is the suite's: GetLBAStatus.UnmapSingle's second loop (libiscsi
 # 1.19, test_get_lba_status_unmap_single.c) asks for the status at LBA
 # i + 1 and then wants the first descriptor to start at i + LBPPB (logical
-# blocks per physical block), which SBC-4 5.8 forbids whenever LBPPB > 1
-# (the first descriptor starts at the STARTING LOGICAL BLOCK ADDRESS). The
+# blocks per physical block), which no target can give whenever LBPPB > 1:
+# SBC-4 (5.8, GET LBA STATUS) has the first descriptor cover the STARTING
+# LOGICAL BLOCK ADDRESS (sg_get_lba_status checks that too), and an extent
+# starting at i + LBPPB does not cover i + 1. The
 # disk reports 4096-byte physical blocks on a file system with 4 KiB blocks
 # (LBPPB 8), a hint guests align to; it is not given up to please the test.
 # LEG "lsi": the LSI leg's transport limits, the only tests allowed to
