@@ -356,8 +356,14 @@ static void caw_run(struct scsi_req *req)
 	int fd = be->direct && be->fd_buffered >= 0 ? be->fd_buffered : be->fd;
 	uint64_t n = req->end, off = req->pos;
 	uint8_t *medium = req->scratch, *data = gathered(req);
+	/* the lock is on a shadow of the range far past the end of any
+	 * image (locks beyond EOF are allowed): only COMPARE AND WRITEs take
+	 * it, so byte-range locks others hold on the image itself (QEMU's
+	 * image locking holds read locks on bytes 100-230 for as long as
+	 * it has a file open) never stall a queue thread here */
 	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
-			    .l_start = (off_t)off, .l_len = (off_t)n };
+			    .l_start = (off_t)(CAW_LOCK_BASE + off),
+			    .l_len = (off_t)n };
 	int64_t at = -1;
 	int ret;
 
@@ -448,14 +454,17 @@ void disk_cmp_end(struct scsi_req *req)
 		return;
 	}
 	if (req->xferred != req->info.xfer) {
-		/* the initiator sent less than the command needs: nothing was
-		 * compared or written for a gathered command; a streaming one
-		 * stops where its data did */
-		if (gather) {
-			disk_check(req, SENSE_ABORTED_COMMAND, ASC_DATA_PHASE_ERROR);
+		/* the initiator sent less than the command needs: a gathered
+		 * command compared and wrote nothing, a streaming one stopped
+		 * where the data did; neither did what the CDB asked, and
+		 * GOOD would say it had */
+		disk_check(req, SENSE_ABORTED_COMMAND, ASC_DATA_PHASE_ERROR);
+		if (req->sync_after && req->xferred && req->cmp != CMP_VERIFY &&
+		    !gather)
+			disk_flush_then_complete(req);	/* what was written */
+		else
 			disk_complete(req);
-			return;
-		}
+		return;
 	}
 	if (gather) {
 		run_gathered(req);

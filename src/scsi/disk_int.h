@@ -66,6 +66,9 @@
  * runs under a lock with a buffer of 3 x this many blocks, so keep it
  * small; VMware's ATS and Linux's users send 1. */
 #define MAX_CAW_BLOCKS 32u
+/* Where COMPARE AND WRITE's OFD range locks live on the image: the range's
+ * offset + 2^62, past the end of any image (disk_cmp.c says why). */
+#define CAW_LOCK_BASE (1ull << 62)
 
 /* Additional sense codes (ASC << 8 | ASCQ). */
 #define ASC_NONE 0x0000

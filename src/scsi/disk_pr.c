@@ -143,8 +143,12 @@ static void refresh_locked(struct disk_pr *pr)
 	struct pr_state st;
 	uint64_t gen;
 	char msg[512];
+	int ret;
 
-	if (prf_snapshot(pr, &st, &gen)) {
+	ret = prf_snapshot(pr, &st, &gen);
+	if (ret == -EAGAIN)
+		return;	/* busy: the cache stays stale, the next command retries */
+	if (ret) {
 		snprintf(msg, sizeof(msg), "%s: persistent reservation state is "
 			 "corrupt (bad checksum): keeping the last good state; "
 			 "remove the file to clear all reservations", pr->path);

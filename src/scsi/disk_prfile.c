@@ -16,6 +16,7 @@
  * write lock there is alone, which is the logical unit's power on: the
  * state is cleared unless APTPL was set. */
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,8 +115,17 @@ int prf_snapshot(const struct disk_pr *pr, struct pr_state *st, uint64_t *gen)
 {
 	const uint64_t *genp = &hdr(pr)->gen;
 
-	for (int tries = 0; tries < 16; tries++) {
+	/* Lock-free: a commit that lands while the slot is copied shows as
+	 * a moved generation, and the copy is tried again. A file whose
+	 * generation stays still under a bad slot is corrupt (-EBADMSG);
+	 * one whose generation never stops moving (another process
+	 * committing faster than this one can copy) is only busy: -EAGAIN,
+	 * and the caller tries again on its next command. */
+	for (int tries = 0; tries < 1024; tries++) {
 		uint64_t g = __atomic_load_n(genp, __ATOMIC_ACQUIRE);
+
+		if (tries >= 16)
+			sched_yield();
 
 		/* the committed slot; the previous one if a power loss tore it */
 		for (uint64_t back = 0; back < 2 && back <= g; back++) {
@@ -128,9 +138,9 @@ int prf_snapshot(const struct disk_pr *pr, struct pr_state *st, uint64_t *gen)
 			}
 		}
 		if (__atomic_load_n(genp, __ATOMIC_ACQUIRE) == g)
-			break;		/* nobody was writing: it is corrupt */
+			return -EBADMSG;	/* nobody was writing: corrupt */
 	}
-	return -EBADMSG;
+	return -EAGAIN;
 }
 
 static int ofd_lock(int fd, short type, off_t at, bool wait)

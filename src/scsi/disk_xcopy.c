@@ -605,7 +605,13 @@ static void seg_next(struct xc_job *j)
 		ret = blkq_copy(req->q, &j->bc, seg_done, j);
 		if (!ret)
 			return;
-		if (ret == -EAGAIN || ret == -EBUSY) {
+		if (j->cur || j->bytes) {
+			/* earlier segments moved data: a retry would not be
+			 * the same copy, so say where it stopped (COPY
+			 * ABORTED, the segment pointer), never "nothing
+			 * happened" */
+			fail_copy(req, ASC_NONE, s->at, NULL);
+		} else if (ret == -EAGAIN || ret == -EBUSY) {
 			req->status = SAM_STAT_TASK_SET_FULL;
 		} else if (ret == -EOPNOTSUPP) {
 			/* a backend that cannot copy by itself: refused,
@@ -676,18 +682,20 @@ void disk_xcopy(struct scsi_req *req, const uint8_t *p, size_t len)
 		req->done(req);
 		return;
 	}
-	j->used = true;		/* reserved; filled in below */
+	j->used = true;		/* reserved; the rest below */
 	j->res = NULL;
-	pthread_mutex_unlock(&x->lock);
-
+	/* what another queue's in-progress check and an abort read, set
+	 * before they can see the slot */
 	j->req = req;
-	j->cur = 0;
-	j->flush_i = 0;
-	j->bytes = 0;
 	j->cancel = false;
 	j->list_id = p[0];
 	j->idd = usage != 3;
 	j->hold = usage == 0;
+	pthread_mutex_unlock(&x->lock);
+
+	j->cur = 0;
+	j->flush_i = 0;
+	j->bytes = 0;
 	if (parse(req, p, len, j)) {
 		pthread_mutex_lock(&x->lock);
 		j->used = false;

@@ -1531,7 +1531,7 @@ static void test_caw_race(void **state)
 	static struct racer r[2];
 	struct disk_cfg cfg = { .path = E.path, .cache = CACHE_WRITEBACK };
 	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
-			    .l_start = 256 * BS, .l_len = BS };
+			    .l_start = CAW_LOCK_BASE + 256 * BS, .l_len = BS };
 	uint8_t old[BS], now[BS];
 	char err[256];
 	struct stat st;
@@ -1575,6 +1575,13 @@ static void test_caw_race(void **state)
 		read_buf(256, 1, now);
 		assert_memory_equal(now, r[winner].buf + BS, BS);
 	}
+	/* a lock someone else holds on the image's own bytes (QEMU's image
+	 * locking holds read locks on bytes 100-230) does not stall it */
+	fl = (struct flock){ .l_type = F_RDLCK, .l_whence = SEEK_SET,
+			     .l_start = 0, .l_len = 1 << 20 };
+	assert_int_equal(fcntl(fd, F_OFD_SETLK, &fl), 0);
+	memcpy(r[0].buf, now, BS);
+	expect_good(caw(256, 1, r[0].buf, 2 * BS));
 	for (int i = 0; i < 2; i++) {
 		blkq_destroy(r[i].q);
 		scsi_disk_destroy(r[i].d);
