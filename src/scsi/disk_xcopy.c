@@ -597,11 +597,20 @@ static void seg_next(struct xc_job *j)
 	if (j->cur < j->nseg) {
 		struct xc_seg *s = &j->seg[j->cur];
 
+		struct xcopy_state *x = req->disk->xc;
+
 		j->bc = (struct blk_copy){
 			.src = s->src->be, .dst = s->dst->be,
 			.src_off = s->src_off, .dst_off = s->dst_off,
-			.len = s->len, .cancel = j->cancel,
+			.len = s->len,
 		};
+		/* an abort from another thread sets j->cancel under the
+		 * lock: read it there, after bc is whole, so that one landing
+		 * while bc was built is not overwritten */
+		pthread_mutex_lock(&x->lock);
+		if (j->cancel)
+			j->bc.cancel = true;
+		pthread_mutex_unlock(&x->lock);
 		ret = blkq_copy(req->q, &j->bc, seg_done, j);
 		if (!ret)
 			return;
