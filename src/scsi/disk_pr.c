@@ -209,24 +209,31 @@ static bool cache_valid(const struct disk_pr *pr, uint64_t *c)
 	return *c >> 8 == (g & (UINT64_MAX >> 8));
 }
 
+/* The cached decision for the committed generation: one atomic load
+ * while it is valid, the slow path (snapshot, probe) when not. */
+static uint64_t current(struct disk_pr *pr)
+{
+	bool probe = probe_due(pr);
+	uint64_t c;
+
+	if (probe || !cache_valid(pr, &c)) {
+		slow_path(pr, probe);
+		cache_valid(pr, &c);
+	}
+	return c;
+}
+
 /* For EXTENDED COPY (disk_xcopy.c): whether this process's reads (write:
  * writes) of d, a copy's source (destination) named by a command that
  * another disk received, would meet RESERVATION CONFLICT. */
 bool disk_pr_blocks(struct scsi_disk *d, bool write)
 {
 	struct disk_pr *pr = d->pr;
-	uint64_t c;
 	uint8_t bits;
-	bool probe;
 
 	if (!pr)
 		return false;
-	probe = probe_due(pr);
-	if (probe || !cache_valid(pr, &c)) {
-		slow_path(pr, probe);
-		cache_valid(pr, &c);
-	}
-	bits = c & 0xff;
+	bits = current(pr) & 0xff;
 	if (bits & PR_BLOCK_SPC2)
 		return true;
 	return bits & (write ? PR_BLOCK_WRITE : PR_BLOCK_READ);
@@ -238,15 +245,10 @@ bool disk_pr_gate(struct scsi_disk *d, struct scsi_req *req, bool bad)
 	uint8_t op = req->cdb_len ? req->cdb[0] : 0xff, bits, ua;
 	enum pr_class cls;
 	uint64_t c;
-	bool probe;
 
 	if (!pr)
 		return false;
-	probe = probe_due(pr);
-	if (probe || !cache_valid(pr, &c)) {
-		slow_path(pr, probe);
-		cache_valid(pr, &c);
-	}
+	c = current(pr);
 	if (__atomic_load_n(&pr->ua, __ATOMIC_RELAXED) && op != INQUIRY &&
 	    op != REPORT_LUNS && op != REQUEST_SENSE) {
 		ua = __atomic_exchange_n(&pr->ua, 0, __ATOMIC_RELAXED);
