@@ -32,6 +32,34 @@ bool config_pr_id_ok(const char *id)
 	return true;
 }
 
+bool config_path_is_rbd(const char *path)
+{
+	return path && !strncmp(path, "rbd:", 4);
+}
+
+bool config_path_is_nbd(const char *path)
+{
+	static const char *const schemes[] = {
+		"nbd://", "nbds://", "nbd+unix://", "nbds+unix://",
+		"nbd+vsock://", "nbds+vsock://",
+	};
+
+	for (size_t i = 0; path && i < sizeof(schemes) / sizeof(*schemes); i++)
+		if (!strncmp(path, schemes[i], strlen(schemes[i])))
+			return true;
+	return false;
+}
+
+static int disk_str(struct parse_ctx *c, const char *key, const char *value,
+		    const char **dst)
+{
+	if (!value || !*value)
+		return bad(c, "--disk: %s= needs a value%s", key, value);
+	free((char *)*dst);
+	*dst = strdup(value);
+	return *dst ? 0 : -ENOMEM;
+}
+
 static int disk_item(const char *key, const char *value, void *opaque)
 {
 	struct parse_ctx *c = opaque;
@@ -97,6 +125,20 @@ static int disk_item(const char *key, const char *value, void *opaque)
 		*dst = strdup(value);
 		return *dst ? 0 : -ENOMEM;
 	}
+	if (!strcmp(key, "conf"))
+		return disk_str(c, key, value, &d->rbd_conf);
+	if (!strcmp(key, "user"))
+		return disk_str(c, key, value, &d->rbd_user);
+	if (!strcmp(key, "keyring"))
+		return disk_str(c, key, value, &d->rbd_keyring);
+	if (!strcmp(key, "timeout")) {
+		if (parse_uint(value, 1, CONFIG_NBD_TIMEOUT_MAX, &v))
+			return bad(c, "--disk: %s=%s is not a number of seconds from 1 to 86400",
+				   key, value);
+		d->timeout_s = v;
+		d->timeout_set = true;
+		return 0;
+	}
 	if (!strcmp(key, "target")) {
 		if (parse_uint(value, 0, 15, &v))
 			return bad(c, "--disk: %s=%s is not a number from 0 to 15", key, value);
@@ -120,8 +162,10 @@ static int parse_disk(const char *arg, struct disk_cfg *out, char *err,
 	int ret;
 
 	memset(out, 0, sizeof(*out));
-	/* A bare file name is accepted as path=. */
-	if (!strchr(arg, '=') && !strchr(arg, ',')) {
+	/* A bare file name (or rbd:/NBD URI, whose query may hold '=') is
+	 * accepted as path=. */
+	if (!strchr(arg, ',') && (!strchr(arg, '=') ||
+				  config_path_is_rbd(arg) || config_path_is_nbd(arg))) {
 		out->path = strdup(arg);
 		return out->path ? 0 : -ENOMEM;
 	}
@@ -140,6 +184,19 @@ static int parse_disk(const char *arg, struct disk_cfg *out, char *err,
 	}
 	if (out->iface == DISK_IF_VIRTIO_BLK && (out->pr_state || out->pr_id)) {
 		snprintf(err, errlen, "--disk: pr-state= and pr-id= apply to SCSI disks (if=virtio-scsi or if=lsi)");
+		return -EINVAL;
+	}
+	if (!config_path_is_rbd(out->path) &&
+	    (out->rbd_conf || out->rbd_user || out->rbd_keyring)) {
+		snprintf(err, errlen, "--disk: conf=, user= and keyring= apply to Ceph RBD disks (path=rbd:POOL/IMAGE)");
+		return -EINVAL;
+	}
+	if (!config_path_is_nbd(out->path) && out->timeout_set) {
+		snprintf(err, errlen, "--disk: timeout= applies to NBD disks (path=nbd://..., nbd+unix://...)");
+		return -EINVAL;
+	}
+	if (config_path_is_rbd(out->path) && strchr(out->path, '@') && !out->ro) {
+		snprintf(err, errlen, "--disk: %s: an RBD snapshot is read-only; add ro", out->path);
 		return -EINVAL;
 	}
 	if (out->iface == DISK_IF_LSI && out->lun) {
@@ -261,7 +318,11 @@ void config_free_disk(struct disk_cfg *d)
 	free((char *)d->path);
 	free((char *)d->pr_state);
 	free((char *)d->pr_id);
+	free((char *)d->rbd_conf);
+	free((char *)d->rbd_user);
+	free((char *)d->rbd_keyring);
 	d->path = d->pr_state = d->pr_id = NULL;
+	d->rbd_conf = d->rbd_user = d->rbd_keyring = NULL;
 }
 
 int config_parse_share(const char *arg, bool need_tag, struct share_cfg *out,

@@ -27,7 +27,23 @@ struct disk_cfg {
 	const char *pr_state;	/* pr-state=: SCSI persistent reservation
 				 * state file, "none"; NULL: IMAGE.pr */
 	const char *pr_id;	/* pr-id=: this process's I_T nexus name */
+	/* Network disks (path=rbd:..., an NBD URI; block/driver.h). */
+	const char *rbd_conf;	/* conf=: ceph.conf; NULL: Ceph's search */
+	const char *rbd_user;	/* user=: the Ceph client id (no "client.") */
+	const char *rbd_keyring;	/* keyring=: a keyring file */
+	unsigned int timeout_s;	/* timeout=: NBD: how long requests wait for
+				 * a lost server before they fail */
+	bool timeout_set;
 };
+
+/* NBD's timeout= default (seconds): long enough for a server restart,
+ * short enough that a guest's I/O errors come before its own watchdogs. */
+#define CONFIG_NBD_TIMEOUT_DEFAULT 30
+#define CONFIG_NBD_TIMEOUT_MAX 86400
+
+/* Whether path names a network disk: rbd:... or an NBD URI. */
+bool config_path_is_rbd(const char *path);
+bool config_path_is_nbd(const char *path);
 
 /* How long a disk's I/O thread busy-polls before it sleeps, by default
  * (microseconds; QEMU's iothreads poll up to 32). */

@@ -13,6 +13,8 @@
 
 #include "config.h"
 
+struct blk_driver;
+
 struct blk_backend {
 	int fd;
 	uint64_t size;		/* bytes, a multiple of 512 */
@@ -31,7 +33,22 @@ struct blk_backend {
 	int fd_buffered;
 	uint32_t dio_align;
 	char *path;		/* as opened, for messages; NULL if not */
+	/* Reads of deallocated (DISCARDed) blocks return zeroes: a file's
+	 * punched holes do, a Ceph RBD image's 4 KiB discard or an NBD
+	 * server's trim need not (SCSI's LBPRZ follows this). */
+	bool discard_zeroes;
+	/* A network disk (RBD, NBD: block/driver.h), NULL for a file or
+	 * block device; fd and fd_buffered are -1 then and devices use
+	 * nothing of the file's (locks, fadvise, SEEK_DATA). */
+	const struct blk_driver *drv;
+	void *priv;		/* the driver's */
 };
+
+/* Whether be is a local file or block device (fd usable). */
+static inline bool blk_is_local(const struct blk_backend *be)
+{
+	return !be->drv;
+}
 
 /* The name of be in messages. */
 static inline const char *blk_name(const struct blk_backend *be)
@@ -42,7 +59,8 @@ static inline const char *blk_name(const struct blk_backend *be)
 /* Opens path per cfg (ro, cache). Errors are printed by the caller from the
  * returned -errno and err (a one-line message naming the problem): missing
  * file, not a regular file or block device, size < 512 or not a multiple of
- * 512. */
+ * 512. A path in a network scheme (rbd:POOL/IMAGE, nbd://, nbds://,
+ * nbd+unix://) opens that driver's disk (block/driver.h). */
 int blk_open(struct blk_backend *be, const struct disk_cfg *cfg, char *err,
 	     size_t errlen);
 void blk_close(struct blk_backend *be);

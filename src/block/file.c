@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stddef.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include "block/backend.h"
+#include "block/driver.h"
 #include "lib/clock.h"
 #include "lib/iotrace.h"
 #include "lib/iov.h"
@@ -166,12 +168,30 @@ int blk_open(struct blk_backend *be, const struct disk_cfg *cfg, char *err,
 	     size_t errlen)
 {
 	int flags = (cfg->ro ? O_RDONLY : O_RDWR) | O_CLOEXEC;
+	const struct blk_driver *drv;
+	const char *missing = NULL;
 	struct stat st;
 	int fd, ret;
 
 	memset(be, 0, sizeof(*be));
 	be->fd = be->fd_buffered = -1;
+	drv = blk_driver_for(cfg->path, &missing);
+	if (missing)
+		return open_err(err, errlen, -ENOTSUP,
+				"%s: this iovm was built without %s support",
+				cfg->path, missing);
+	if (drv) {
+		be->drv = drv;
+		be->ro = cfg->ro;
+		ret = drv->open(be, cfg, err, errlen);
+		if (ret) {
+			memset(be, 0, sizeof(*be));
+			be->fd = be->fd_buffered = -1;
+		}
+		return ret;
+	}
 	be->ro = cfg->ro;
+	be->discard_zeroes = true;
 	be->direct = cfg->cache == CACHE_NONE;
 	fd = open(cfg->path, flags | (be->direct ? O_DIRECT : 0));
 	if (fd < 0) {
@@ -259,6 +279,11 @@ fail:
 
 void blk_close(struct blk_backend *be)
 {
+	if (be->drv) {
+		be->drv->close(be);
+		be->drv = NULL;
+		be->priv = NULL;
+	}
 	if (be->fd >= 0)
 		close(be->fd);
 	if (be->fd_buffered >= 0)
@@ -272,14 +297,19 @@ int blk_flush(struct blk_backend *be)
 {
 	/* fdatasync syncs the inode, whichever of our two descriptors wrote
 	 * the data. */
-	if (be->ro || be->fd < 0)
+	if (be->ro)
+		return 0;
+	if (be->drv)
+		return be->drv->flush(be);
+	if (be->fd < 0)
 		return 0;
 	return fdatasync(be->fd) ? -errno : 0;
 }
 
 int (*blkq_test_result)(const struct blk_backend *be, enum blk_op op, int res);
 
-enum { SLOT_POLL = 100, SLOT_ZCHUNK, SLOT_HELPER, SLOT_COPY };
+enum { SLOT_POLL = 100, SLOT_ZCHUNK, SLOT_HELPER, SLOT_COPY, SLOT_DWATCH,
+       SLOT_MAILBOX };
 
 /* Where a zeroing request (WRITE_ZEROES, ZERO_UNMAP) is. */
 enum { Z_FALLOC, Z_GATE, Z_FILL };
@@ -313,6 +343,17 @@ struct blk_slot {
 	bool copy_started;
 	bool copy_bounce;
 	bool copy_back;
+	/* A network driver's request (block/driver.h); orphan: failed by
+	 * blkq_abort while the driver still owned it, its slot kept out of
+	 * the free list so that a late completion lands in valid memory. */
+	bool drv;
+	bool orphan;
+	struct blk_dreq dreq;
+	/* SLOT_DWATCH: the driver context and watch index it serves; the
+	 * timer's time, which the kernel reads at submission. */
+	struct blk_att *att;
+	unsigned int widx;
+	struct __kernel_timespec ts;
 };
 
 /* Block-device discards: no asynchronous BLKDISCARD in io_uring on the
@@ -357,6 +398,20 @@ struct blk_queue {
 	struct blk_slot *zwait, **zwait_tail;	/* requests wanting chunks */
 	struct blk_helper helper;
 	bool dead;		/* blkq_abort ran: every operation fails */
+	/* Network drivers (block/driver.h): a context per backend used from
+	 * this queue; requests the drivers own; watches and timers armed;
+	 * the mailbox of completions from other threads, drained when its
+	 * eventfd (watched by the ring while requests are out) fires. */
+	struct blk_att **atts;
+	unsigned int natts;
+	unsigned int drv_inflight;
+	unsigned int dwatches;
+	bool closing;		/* blkq_destroy: watch events are dropped */
+	pthread_mutex_t mb_lock;
+	struct blk_slot *mb;	/* under mb_lock */
+	int mb_efd;
+	bool mb_armed;
+	struct blk_slot mb_watch;
 };
 
 struct blk_queue *blkq_create(unsigned int depth)
@@ -409,6 +464,9 @@ struct blk_queue *blkq_create(unsigned int depth)
 	q->helper.efd = -1;
 	q->helper.todo_tail = &q->helper.todo;
 	q->helper.watch.op = SLOT_HELPER;
+	pthread_mutex_init(&q->mb_lock, NULL);
+	q->mb_efd = -1;
+	q->mb_watch.op = SLOT_MAILBOX;
 	return q;
 fail:
 	free(q->slots);
@@ -440,6 +498,8 @@ static void helper_stop(struct blk_helper *h)
 	pthread_mutex_destroy(&h->lock);
 }
 
+static void drv_detach_all(struct blk_queue *q);
+
 void blkq_destroy(struct blk_queue *q)
 {
 	if (!q)
@@ -450,6 +510,7 @@ void blkq_destroy(struct blk_queue *q)
 	while (q->used)	/* polls are cancelled with the ring */
 		if (blkq_reap(q, true) < 0)
 			break;
+	drv_detach_all(q);
 	helper_stop(&q->helper);
 	io_uring_queue_exit(&q->ring);
 	if (q->efd >= 0)
@@ -622,6 +683,290 @@ static bool prep_gate(struct blk_queue *q, int gate)
 	return true;
 }
 
+/* ---- network drivers (block/driver.h) ---- */
+
+static int mb_arm(struct blk_queue *q)
+{
+	struct io_uring_sqe *sqe;
+
+	if (q->mb_armed || !q->drv_inflight || q->mb_efd < 0)
+		return 0;
+	sqe = get_sqe(q);
+	if (!sqe)
+		return -EBUSY;
+	io_uring_prep_poll_add(sqe, q->mb_efd, POLLIN);
+	io_uring_sqe_set_data(sqe, &q->mb_watch);
+	q->mb_armed = true;
+	return 0;
+}
+
+static struct blk_slot *dreq_slot(struct blk_dreq *r)
+{
+	return (struct blk_slot *)((char *)r - offsetof(struct blk_slot, dreq));
+}
+
+/* r is back from its driver: the counts drop on the owner's thread. */
+static void dreq_back(struct blk_queue *q, struct blk_slot *s)
+{
+	s->dreq.att->inflight--;
+	q->drv_inflight--;
+}
+
+void blkq_dreq_done(struct blk_dreq *r, int res)
+{
+	struct blk_slot *s = dreq_slot(r);
+	struct blk_queue *q = r->att->q;
+
+	dreq_back(q, s);
+	if (s->orphan)
+		return;		/* failed by blkq_abort already */
+	defer(q, s, res);
+}
+
+void blkq_dreq_done_remote(struct blk_dreq *r, int res)
+{
+	struct blk_slot *s = dreq_slot(r);
+	struct blk_queue *q = r->att->q;
+	uint64_t one = 1;
+	bool first;
+
+	s->res = res;
+	pthread_mutex_lock(&q->mb_lock);
+	first = !q->mb;
+	s->next = q->mb;
+	q->mb = s;
+	pthread_mutex_unlock(&q->mb_lock);
+	/* One wakeup per batch: the queue takes the whole list at once. */
+	if (first && write(q->mb_efd, &one, sizeof(one)) < 0) {
+		/* saturated: the queue is awake anyway */
+	}
+}
+
+/* The mailbox's eventfd fired (or blkq_destroy drains it). */
+static void mb_reap(struct blk_queue *q)
+{
+	struct blk_slot *s, *rev = NULL;
+	uint64_t v;
+
+	q->mb_armed = false;
+	/* Drained before the list is taken: a completion pushed after
+	 * this read fires the next watch. */
+	if (read(q->mb_efd, &v, sizeof(v)) < 0) {
+		/* EAGAIN: taken with an earlier batch */
+	}
+	pthread_mutex_lock(&q->mb_lock);
+	s = q->mb;
+	q->mb = NULL;
+	pthread_mutex_unlock(&q->mb_lock);
+	while (s) {		/* pushed newest first: restore the order */
+		struct blk_slot *next = s->next;
+
+		s->next = rev;
+		rev = s;
+		s = next;
+	}
+	while (rev) {
+		struct blk_slot *next = rev->next;
+
+		dreq_back(q, rev);
+		if (!rev->orphan)
+			finish(q, rev, rev->res);
+		rev = next;
+	}
+	mb_arm(q);
+}
+
+/* The context of be on q, made on first use. */
+static struct blk_att *att_get(struct blk_queue *q, struct blk_backend *be,
+			       int *err)
+{
+	struct blk_att *a, **atts;
+	struct blk_slot *w;
+	int ret;
+
+	for (unsigned int i = 0; i < q->natts; i++)
+		if (q->atts[i]->be == be)
+			return q->atts[i];
+	if (q->mb_efd < 0) {
+		q->mb_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (q->mb_efd < 0) {
+			*err = -errno;
+			return NULL;
+		}
+	}
+	atts = realloc(q->atts, (q->natts + 1) * sizeof(*atts));
+	a = calloc(1, sizeof(*a));
+	w = calloc(BLK_ATT_WATCHES, sizeof(*w));
+	if (atts)
+		q->atts = atts;
+	if (!atts || !a || !w) {
+		free(a);
+		free(w);
+		*err = -ENOMEM;
+		return NULL;
+	}
+	a->q = q;
+	a->be = be;
+	for (unsigned int i = 0; i < BLK_ATT_WATCHES; i++) {
+		w[i].op = SLOT_DWATCH;
+		w[i].att = a;
+		w[i].widx = i;
+		a->slot[i] = &w[i];
+	}
+	ret = be->drv->attach(a);
+	if (ret) {
+		free(w);
+		free(a);
+		*err = ret;
+		return NULL;
+	}
+	q->atts[q->natts++] = a;
+	return a;
+}
+
+/* Hands an operation on a network backend to its driver. */
+static int drv_start(struct blk_queue *q, struct blk_backend *be,
+		     enum blk_op op, const struct iovec *iov,
+		     unsigned int iovcnt, uint64_t offset, uint64_t len,
+		     blk_done_fn done, void *tag)
+{
+	struct blk_att *att;
+	struct blk_slot *s;
+	int ret = 0;
+
+	att = att_get(q, be, &ret);
+	if (!att)
+		return ret;
+	s = slot_start(q, op, be, offset, len, done, tag);
+	if (!s)
+		return -EAGAIN;
+	s->drv = true;
+	s->orphan = false;
+	s->dreq = (struct blk_dreq){ .op = op, .iov = iov, .iovcnt = iovcnt,
+				     .offset = offset, .len = len, .att = att };
+	/* Counted before submit: a driver may complete it inside. */
+	att->inflight++;
+	q->drv_inflight++;
+	ret = be->drv->submit(att, &s->dreq);
+	if (ret) {
+		att->inflight--;
+		q->drv_inflight--;
+		slot_put(q, s);
+		return ret;
+	}
+	/* If the ring is full now, blkq_submit and blkq_wait retry. */
+	mb_arm(q);
+	return 0;
+}
+
+int blkq_watch(struct blk_att *att, unsigned int idx, int fd,
+	       unsigned int events)
+{
+	struct blk_queue *q = att->q;
+	struct io_uring_sqe *sqe;
+
+	if (idx >= BLK_ATT_WATCHES)
+		return -EINVAL;
+	if (blkq_armed(att, idx))
+		return -EBUSY;
+	if (q->dead)
+		return -EIO;
+	sqe = get_sqe(q);
+	if (!sqe)
+		return -EBUSY;
+	io_uring_prep_poll_add(sqe, fd, events);
+	io_uring_sqe_set_data(sqe, att->slot[idx]);
+	att->armed |= 1u << idx;
+	q->dwatches++;
+	return 0;
+}
+
+int blkq_timer(struct blk_att *att, unsigned int idx, uint64_t ns)
+{
+	struct blk_queue *q = att->q;
+	struct blk_slot *w;
+	struct io_uring_sqe *sqe;
+
+	if (idx >= BLK_ATT_WATCHES)
+		return -EINVAL;
+	if (blkq_armed(att, idx))
+		return -EBUSY;
+	if (q->dead)
+		return -EIO;
+	sqe = get_sqe(q);
+	if (!sqe)
+		return -EBUSY;
+	w = att->slot[idx];
+	w->ts.tv_sec = (long long)(ns / 1000000000u);
+	w->ts.tv_nsec = (long long)(ns % 1000000000u);
+	io_uring_prep_timeout(sqe, &w->ts, 0, 0);
+	io_uring_sqe_set_data(sqe, w);
+	att->armed |= 1u << idx;
+	q->dwatches++;
+	return 0;
+}
+
+int blkq_disarm(struct blk_att *att, unsigned int idx)
+{
+	struct blk_slot *w;
+	struct io_uring_sqe *sqe;
+
+	if (idx >= BLK_ATT_WATCHES)
+		return -EINVAL;
+	if (!blkq_armed(att, idx))
+		return 0;
+	sqe = get_sqe(att->q);
+	if (!sqe)
+		return -EBUSY;
+	w = att->slot[idx];
+	/* Cancels a poll or a timeout alike; its own completion carries
+	 * no slot and is skipped. */
+	io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)w, 0);
+	io_uring_sqe_set_data(sqe, NULL);
+	return 0;
+}
+
+/* A watch or timer of a driver context completed. */
+static void dwatch_done(struct blk_queue *q, struct blk_slot *w, int res)
+{
+	struct blk_att *att = w->att;
+
+	att->armed &= ~(1u << w->widx);
+	q->dwatches--;
+	if (res == -ETIME)
+		res = 0;	/* a timer expired */
+	if (!q->closing)
+		att->be->drv->event(att, w->widx, res);
+}
+
+/* blkq_destroy: every context's driver lets go of its requests, then the
+ * watches are cancelled and their answers taken, while the ring works. */
+static void drv_detach_all(struct blk_queue *q)
+{
+	q->closing = true;
+	for (unsigned int i = 0; i < q->natts; i++)
+		q->atts[i]->be->drv->detach(q->atts[i]);
+	for (unsigned int i = 0; i < q->natts; i++)
+		for (unsigned int j = 0; j < BLK_ATT_WATCHES; j++)
+			blkq_disarm(q->atts[i], j);
+	while (q->dwatches && !q->dead)
+		if (blkq_reap(q, true) < 0)
+			break;
+	if (q->mb_efd >= 0)
+		mb_reap(q);	/* late completions of orphans */
+	for (unsigned int i = 0; i < q->natts; i++) {
+		free(q->atts[i]->slot[0]);
+		free(q->atts[i]);
+	}
+	free(q->atts);
+	q->atts = NULL;
+	q->natts = 0;
+	if (q->mb_efd >= 0)
+		close(q->mb_efd);
+	q->mb_efd = -1;
+	pthread_mutex_destroy(&q->mb_lock);
+}
+
 int blkq_rw(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	    const struct iovec *iov, unsigned int iovcnt, uint64_t offset,
 	    blk_done_fn done, void *tag)
@@ -647,6 +992,8 @@ int blkq_rw(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	 * much per call anyway. */
 	if (!range_ok(be, offset, len) || len > BLK_MAX_RW)
 		return -EINVAL;
+	if (be->drv)
+		return drv_start(q, be, op, iov, iovcnt, offset, len, done, tag);
 	s = slot_start(q, op, be, offset, len, done, tag);
 	if (!s)
 		return -EAGAIN;
@@ -670,9 +1017,12 @@ int blkq_rw(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 int blkq_flush(struct blk_queue *q, struct blk_backend *be, blk_done_fn done,
 	       void *tag)
 {
-	struct blk_slot *s = q->dead ? NULL : slot_get(q);
+	struct blk_slot *s;
 	struct io_uring_sqe *sqe;
 
+	if (be->drv && !be->ro && !q->dead)
+		return drv_start(q, be, BLK_OP_FLUSH, NULL, 0, 0, 0, done, tag);
+	s = q->dead ? NULL : slot_get(q);
 	if (!s)
 		return q->dead ? -EIO : -EAGAIN;
 	s->op = BLK_OP_FLUSH;
@@ -1220,6 +1570,8 @@ int blkq_discard(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 		return -EROFS;
 	if (!range_ok(be, offset, len))
 		return -EINVAL;
+	if (be->drv)
+		return drv_start(q, be, op, NULL, 0, offset, len, done, tag);
 	s = slot_start(q, op, be, offset, len, done, tag);
 	if (!s)
 		return -EAGAIN;
@@ -1268,6 +1620,8 @@ int blkq_copy(struct blk_queue *q, struct blk_copy *c, blk_done_fn done,
 
 	if (q->dead)
 		return -EIO;
+	if (c->src->drv || c->dst->drv)
+		return -EOPNOTSUPP;	/* no host-side copy over the network */
 	if (c->dst->ro)
 		return -EROFS;
 	if (!range_ok(c->src, c->src_off, c->len) ||
@@ -1321,6 +1675,7 @@ int blkq_submit(struct blk_queue *q)
 	if (q->dead)
 		return -EIO;
 	helper_arm(q);	/* if the ring was full when it was due */
+	mb_arm(q);
 	if (!q->unsubmitted)
 		return 0;
 	ret = ring_submit(q);
@@ -1450,6 +1805,14 @@ static int reap_ready(struct blk_queue *q)
 			helper_reap(q);
 			continue;
 		}
+		if (s->op == SLOT_DWATCH) {
+			dwatch_done(q, s, res);
+			continue;
+		}
+		if (s->op == SLOT_MAILBOX) {
+			mb_reap(q);
+			continue;
+		}
 		if (complete(q, s, res, &res))
 			continue;
 		finish(q, s, res);
@@ -1507,7 +1870,9 @@ int blkq_wait(struct blk_queue *q)
 	if (q->deferred)
 		return 0;
 	helper_arm(q);
-	while (!io_uring_cq_ready(&q->ring) && (q->used || q->polls_used)) {
+	mb_arm(q);
+	while (!io_uring_cq_ready(&q->ring) &&
+	       (q->used || q->polls_used || q->dwatches)) {
 		int ret = ring_submit_wait(q);
 
 		if (ret == -EAGAIN && ++again < BLKQ_EAGAIN_TRIES) {
@@ -1599,9 +1964,20 @@ void blkq_abort(struct blk_queue *q, int err)
 	 * helper runs out its list and stops, and its requests are failed
 	 * with the rest. */
 	helper_join(&q->helper);
-	for (unsigned int i = 0; i < q->depth && q->used; i++)
-		if (q->slots[i].busy)
-			finish(q, &q->slots[i], err);
+	for (unsigned int i = 0; i < q->depth && q->used; i++) {
+		struct blk_slot *s = &q->slots[i];
+
+		if (!s->busy || s->orphan)
+			continue;
+		if (s->drv) {
+			/* Its driver still owns it: answered now, the slot
+			 * kept until the driver lets go (blkq_destroy). */
+			s->orphan = true;
+			s->done(s->tag, err);
+			continue;
+		}
+		finish(q, s, err);
+	}
 	q->deferred = NULL;
 	q->deferred_tail = &q->deferred;
 	q->zwait = NULL;

@@ -260,6 +260,10 @@ static void decode_cmp(const struct scsi_disk *d, const uint8_t *cdb,
 		dc->cmp = bytchk ? CMP_WRITE_VERIFY : CMP_NONE;
 		break;
 	case COMPARE_AND_WRITE:
+		/* Its atomicity rests on the image file's locks: a network
+		 * disk has none to take (docs/ARCHITECTURE.md). */
+		if (d && !blk_is_local(d->be))
+			return fail(dc, SENSE_ILLEGAL_REQUEST, ASC_INVALID_OPCODE);
 		if (dc->nblocks > MAX_CAW_BLOCKS)
 			return bad_field(dc, true, 13, -1);
 		dc->cmp = CMP_CAW;

@@ -91,7 +91,8 @@ static size_t vpd_page(const struct scsi_disk *d, uint8_t page, uint8_t *p)
 				d->be->phys_block_size / d->bs : 1;
 
 		p[4] = 0x01;	/* WSNZ */
-		p[5] = MAX_CAW_BLOCKS;	/* MAXIMUM COMPARE AND WRITE LENGTH */
+		/* MAXIMUM COMPARE AND WRITE LENGTH (0: not supported) */
+		p[5] = blk_is_local(d->be) ? MAX_CAW_BLOCKS : 0;
 		put16(p + 6, gran);
 		put32(p + 8, d->max_xfer_blocks);
 		put32(p + 16, d->max_xfer_blocks);	/* MAXIMUM PREFETCH LENGTH */
@@ -110,7 +111,9 @@ static size_t vpd_page(const struct scsi_disk *d, uint8_t page, uint8_t *p)
 		n = 64;
 		break;
 	case 0xb2:
-		p[5] = 0xe4;	/* LBPU, LBPWS, LBPWS10, LBPRZ */
+		/* LBPU, LBPWS, LBPWS10, and LBPRZ 001b where unmapped
+		 * blocks read as zeroes */
+		p[5] = d->be->discard_zeroes ? 0xe4 : 0xe0;
 		p[6] = 0x02;	/* thin provisioned */
 		n = 8;
 		break;
@@ -194,7 +197,7 @@ size_t disk_read_capacity(const struct scsi_disk *d, bool is16, uint8_t *p)
 	while ((d->bs << (exp + 1)) <= d->be->phys_block_size && exp < 15)
 		exp++;
 	p[13] = exp;
-	p[14] = 0xc0;		/* LBPME, LBPRZ */
+	p[14] = d->be->discard_zeroes ? 0xc0 : 0x80;	/* LBPME, LBPRZ */
 	return 32;
 }
 

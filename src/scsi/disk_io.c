@@ -195,7 +195,8 @@ void disk_write_same(struct scsi_req *req, const uint8_t *cdb,
 		req->unmap[0].len = len;
 		req->nsteps = 1;
 		req->step = 0;
-		req->dealloc = unmap && d->be->discard_ok;
+		req->dealloc = unmap && d->be->discard_ok &&
+			       d->be->discard_zeroes;
 		unmap_next(req);
 		return;
 	}

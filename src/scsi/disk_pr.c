@@ -779,7 +779,9 @@ void disk_pr_create(struct scsi_disk *d)
 {
 	char err[512] = "", *path = NULL;
 
-	if (d->be->path && asprintf(&path, "%s.pr", d->be->path) < 0)
+	/* a network disk has no folder of its own for the state file */
+	if (d->be->path && blk_is_local(d->be) &&
+	    asprintf(&path, "%s.pr", d->be->path) < 0)
 		path = NULL;
 	d->pr = pr_new(path, false, NULL, true, err, sizeof(err));
 	free(path);
@@ -804,7 +806,8 @@ int scsi_disk_pr_setup(struct scsi_disk *d, const char *state, const char *id,
 	}
 	if (state && !strcmp(state, "none"))
 		state = NULL;
-	else if (!state && d->be->path && asprintf(&def, "%s.pr", d->be->path) < 0)
+	else if (!state && d->be->path && blk_is_local(d->be) &&
+		 asprintf(&def, "%s.pr", d->be->path) < 0)
 		def = NULL;
 	pr = pr_new(state ? state : def, state != NULL, id, false, err, errlen);
 	free(def);
