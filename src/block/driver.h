@@ -98,6 +98,13 @@ int blkq_disarm(struct blk_att *att, unsigned int idx);
 extern const struct blk_driver blk_rbd_driver;
 extern const struct blk_driver blk_nbd_driver;
 
+/* Splits "rbd:POOL[/NAMESPACE]/IMAGE[@SNAP]" (a copy in *buf, which the
+ * caller frees; the names point into it, ns and snap NULL when absent).
+ * Returns 0 or -EINVAL with a one-line message. */
+int blk_rbd_parse(const char *path, char **buf, const char **pool,
+		  const char **ns, const char **image, const char **snap,
+		  char *err, size_t errlen);
+
 /* The driver of path (by its scheme), or NULL for a file. *missing is set
  * to the name of a driver this build lacks when the scheme is known. */
 const struct blk_driver *blk_driver_for(const char *path, const char **missing);
