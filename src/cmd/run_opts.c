@@ -8,6 +8,7 @@
 #include "lib/kvopt.h"
 #include "vm/machine.h"
 #include "cmd/run_opts.h"
+#include "cmd/disk_help.h"
 
 enum { OPT_CPU = 0x100 };
 
@@ -101,6 +102,8 @@ void run_usage(FILE *f)
 "                       largest queues= (virtio-scsi) and poll-us= its disks\n"
 "                       give. A disk without target= takes the lowest id no\n"
 "                       disk names\n"
+"  -d, --disk (continued): network disks\n"
+NETDISK_HELP
 "  -s, --share SPEC     share a host folder over virtio-9p (repeatable, up to\n"
 "                       %d). SPEC is path=DIR,tag=NAME[,ro][,msize=SIZE]\n"
 "                       [,security=MODEL][,poll-us=N]\n"

@@ -13,6 +13,7 @@
 
 #include "cmd/commands.h"
 #include "cmd/vhost_opts.h"
+#include "cmd/disk_help.h"
 #include "config.h"
 #include "lib/log.h"
 #include "vhost/server.h"
@@ -52,7 +53,8 @@
 "  -h, --help         show this help\n"                                         \
 "\n"                                                                            \
 "Disk options (in --disk, comma-separated):\n"                                  \
-"  path=FILE          raw image file or block device (required)\n"             \
+"  path=FILE          raw image file or block device, or a network disk\n"   \
+"                     (below) (required)\n"                                    \
 "  ro                 read-only: the guest sees a write-protected disk and\n"   \
 "                     writes fail\n"                                            \
 "  cache=none         O_DIRECT, no host page cache (default)\n"                \
@@ -68,6 +70,8 @@
 "                     per queue while the guest does I/O\n"
 
 #define HELP_TAIL                                                                \
+"\n"                                                                            \
+NETDISK_HELP                                                                     \
 "\n"                                                                            \
 "SIGINT or SIGTERM: finish in-flight requests, flush, remove the socket,\n"     \
 "exit 0. Exit status 1: bad option, unusable disk or socket path.\n"

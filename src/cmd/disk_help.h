@@ -1,0 +1,34 @@
+/* The --help text on network disks, shared by every command that takes
+ * --disk. */
+#ifndef IOVM_CMD_DISK_HELP_H
+#define IOVM_CMD_DISK_HELP_H
+
+#define NETDISK_HELP                                                           \
+"Network disks: path= may name one instead of a file.\n"                      \
+"  path=rbd:POOL[/NAMESPACE]/IMAGE[@SNAP]\n"                                  \
+"      a Ceph RBD image through librbd (a snapshot needs ro). Options:\n"     \
+"        conf=FILE     ceph.conf (default: Ceph's own search: $CEPH_CONF,\n"  \
+"                      /etc/ceph/ceph.conf, ~/.ceph/ceph.conf, ./ceph.conf)\n" \
+"        user=ID       Ceph client id without \"client.\" (default admin)\n" \
+"        keyring=FILE  that client's keyring (default: as ceph.conf says)\n" \
+"      cache=none (default) turns librbd's cache off: a write completes\n"   \
+"      once the OSDs hold it; cache=writeback turns it on (the guest's\n"     \
+"      flushes write it back). Requests wait while the cluster recovers:\n"  \
+"      iovm never fails one by a timeout of its own. Opening waits at\n"     \
+"      most 30 s for the monitors.\n"                                         \
+"  path=nbd://HOST[:PORT]/EXPORT, nbds://HOST[:PORT]/EXPORT (TLS),\n"          \
+"  path=nbd+unix:///EXPORT?socket=PATH\n"                                     \
+"      an export of an NBD server (qemu-nbd, qemu-storage-daemon, nbdkit)\n" \
+"      through libnbd, as the NBD URI standard spells it. When the\n"        \
+"      connection drops, iovm reconnects (after 100 ms, doubling to 2 s)\n"   \
+"      and sends every request that was in flight again. Options:\n"         \
+"        timeout=SECONDS  how long requests wait for a lost server before\n" \
+"                      they fail with an I/O error (1-86400, default 30);\n" \
+"                      while it stays away, new requests fail at once\n"     \
+"      One connection per queue when the server offers multi-conn, else\n"   \
+"      one that all queues share; cache= is left to the server.\n"           \
+"  On both, a discard need not read back as zeroes (SCSI reports LBPRZ 0),\n" \
+"  and SCSI's COMPARE AND WRITE and the shared persistent-reservation file\n" \
+"  (pr-state=) are for local images only.\n"
+
+#endif
