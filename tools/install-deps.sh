@@ -10,7 +10,8 @@ qemu-system-x86 qemu-utils qemu-block-extra
 cpio gzip xz-utils zstd busybox-static fio sg3-utils util-linux
 python3 binutils file strace
 linux-source-6.1 flex bison bc kmod patch qemu-system-common procps
-libiscsi-bin"
+libiscsi-bin
+ceph-mon ceph-osd ceph-common librbd-dev nbdkit libnbd-dev libnbd-bin"
 
 missing=""
 for p in $PKGS; do

@@ -1,0 +1,83 @@
+#!/bin/bash
+# The probe under `iovm run` on network disks: a real Ceph cluster started
+# here (tests/ceph/cluster.sh) and, when iovm has NBD support, nbdkit and
+# qemu-nbd serving a qcow2 file. For each: the probe's virtio-blk test, its
+# virtio-scsi test and its LSI test, each followed by a check of what the
+# image holds afterwards (rbd export / qemu-img convert of the image, not
+# the guest's own read-back). On RBD, one OSD is SIGKILLed while the
+# virtio-blk leg runs and restarted after it: the run still passes and the
+# data is whole.
+# Usage: netdisk-iovm.sh IOVM PROBE_ELF BLK_CHECK
+set -u
+. "$(dirname "$0")/probe-lib.sh"
+iovm=$1 probe=$2 check=$3
+here=$(cd "$(dirname "$0")" && pwd)
+cluster=$here/../ceph/cluster.sh
+need_kvm
+make_scratch
+cdir=$scratch/ceph
+cleanup_ceph() { sh "$cluster" stop "$cdir" >/dev/null 2>&1; }
+trap 'cleanup_ceph; rm -rf "$scratch"' EXIT
+
+sh "$cluster" start "$cdir"
+rc=$?
+[ $rc = 77 ] && exit 77
+[ $rc = 0 ] || die "the Ceph cluster did not start"
+conf=$cdir/ceph.conf
+for img in blk:32 s1:32 s2:24 l0:64 l3:64; do
+	rbd -c "$conf" create "iovm/${img%:*}" --size "${img#*:}M" ||
+		die "rbd create ${img%:*} failed"
+done
+rdisk() { echo "path=rbd:iovm/$1,conf=$conf${2:-}"; }
+export_img() { rbd -c "$conf" export "iovm/$1" "$scratch/$1.raw" >/dev/null 2>&1 ||
+	die "rbd export $1 failed"; }
+
+# virtio-blk; osd.1 dies as soon as the guest's I/O is under way.
+run_probe "$scratch/blk.log" 240 "$iovm" run --kernel "$probe" --memory 128M \
+	--disk "$(rdisk blk)" --append "test=blk seed=31 mode=poll" &
+vm=$!
+i=0
+until grep -q "probe: blk phase" "$scratch/blk.log" 2>/dev/null || ! kill -0 $vm 2>/dev/null || [ $i -ge 2400 ]; do
+	sleep 0.05
+	i=$((i + 1))
+done
+sh "$cluster" kill-osd "$cdir" 1 || die "kill-osd failed"
+wait $vm
+sh "$cluster" start-osd "$cdir" 1 || die "osd.1 did not come back"
+grep -q '^probe: PASS' "$scratch/blk.log" || { cat "$scratch/blk.log"; die "blk on RBD with an OSD killed failed"; }
+export_img blk
+check_pattern "$scratch/blk.log" blk "$scratch/blk.raw" ||
+	die "the RBD image does not hold what the guest wrote (blk)"
+
+# virtio-scsi, two LUNs on two images.
+run_probe "$scratch/vscsi.log" 240 "$iovm" run --kernel "$probe" --memory 128M \
+	--disk "$(rdisk s1 ,if=virtio-scsi)" \
+	--disk "$(rdisk s2 ,if=virtio-scsi,target=2,lun=1)" \
+	--append "test=vscsi seed=32 mode=poll"
+expect_pass "$scratch/vscsi.log"
+export_img s1
+check_pattern "$scratch/vscsi.log" vscsi "$scratch/s1.raw" ||
+	die "the RBD image does not hold what the guest wrote (vscsi)"
+
+# LSI, two targets.
+run_probe "$scratch/lsi.log" 240 "$iovm" run --kernel "$probe" --memory 128M \
+	--disk "$(rdisk l0 ,if=lsi)" --disk "$(rdisk l3 ,if=lsi,target=3)" \
+	--append "test=lsi lsi_target=0 lsi_target2=3 qd=16"
+expect_pass "$scratch/lsi.log"
+export_img l0
+export_img l3
+cmp -s -n 65536 -i 1048576:1048576 "$scratch/l0.raw" "$scratch/l3.raw" &&
+	die "LSI: both images hold the same data: targets mixed up"
+[ "$(head -c 1114112 "$scratch/l0.raw" | tail -c 65536 | tr -d '\0' | wc -c)" -gt 0 ] ||
+	die "LSI: nothing written to target 0's image"
+
+# Errors are one clear line naming the image, not a hang or a crash.
+run_probe "$scratch/bad.log" 60 "$iovm" run --kernel "$probe" --memory 64M \
+	--disk "$(rdisk nosuch)"
+grep -q "rbd:iovm/nosuch.*cannot open image nosuch in pool iovm" "$scratch/bad.log" ||
+	die "no clear error for a missing image"
+run_probe "$scratch/bad2.log" 60 "$iovm" run --kernel "$probe" --memory 64M \
+	--disk "path=rbd:nopool/x,conf=$conf"
+grep -q "cannot open pool nopool" "$scratch/bad2.log" ||
+	die "no clear error for a missing pool"
+echo "PASS"
