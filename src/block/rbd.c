@@ -282,27 +282,31 @@ static int result(const struct blk_dreq *r, ssize_t ret)
 	return r->op == BLK_OP_READ || r->op == BLK_OP_WRITE ? (int)r->len : 0;
 }
 
-static void take(rbd_completion_t comp, struct blk_dreq **r, int *res)
+/* Hands a finished request to its queue. The context's count drops only
+ * after that: detach (which frees the context, and then the queue goes)
+ * waits for it, so nothing here touches freed memory. */
+static void deliver(rbd_completion_t comp, struct blk_queue *self)
 {
-	*r = rbd_aio_get_arg(comp);
-	*res = result(*r, rbd_aio_get_return_value(comp));
+	struct blk_dreq *r = rbd_aio_get_arg(comp);
+	struct rbd_ctx *c = r->att->ctx;
+	int res = result(r, rbd_aio_get_return_value(comp));
+
 	rbd_aio_release(comp);
-	__atomic_sub_fetch(&((struct rbd_ctx *)(*r)->att->ctx)->out, 1,
-			   __ATOMIC_RELEASE);
+	if (r->att->q == self)
+		blkq_dreq_done(r, res);
+	else
+		blkq_dreq_done_remote(r, res);
+	__atomic_sub_fetch(&c->out, 1, __ATOMIC_RELEASE);
 }
 
 /* librbd's thread: callback mode. */
 static void on_complete(rbd_completion_t comp, void *arg)
 {
-	struct blk_dreq *r;
-	int res;
-
-	take(comp, &r, &res);
-	blkq_dreq_done_remote(r, res);
+	deliver(comp, NULL);
 }
 
-/* Poll mode: takes every finished request of the image; att's queue is
- * the thread running (or NULL: nobody's, detach). */
+/* Poll mode: takes every finished request of the image; self is the
+ * queue whose thread runs this (NULL from detach: all go to mailboxes). */
 static void poll_events(struct rbd_disk *d, struct blk_queue *self)
 {
 	rbd_completion_t comps[RBD_POLL_BATCH];
@@ -316,16 +320,8 @@ static void poll_events(struct rbd_disk *d, struct blk_queue *self)
 	}
 	do {
 		n = rbd_poll_io_events(d->image, comps, RBD_POLL_BATCH);
-		for (int i = 0; i < n; i++) {
-			struct blk_dreq *r;
-			int res;
-
-			take(comps[i], &r, &res);
-			if (r->att->q == self)
-				blkq_dreq_done(r, res);
-			else
-				blkq_dreq_done_remote(r, res);
-		}
+		for (int i = 0; i < n; i++)
+			deliver(comps[i], self);
 	} while (n == RBD_POLL_BATCH);
 }
 
