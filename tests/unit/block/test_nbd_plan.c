@@ -1,0 +1,140 @@
+/* Unit tests of the NBD driver's pure parts: iovecs into commands, and
+ * the reconnect timing (backoff, timeout, outage vs. first connect). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "block/nbd_plan.h"
+
+struct cmd {
+	char *buf;
+	uint64_t len, off;
+};
+
+static struct cmd got[64];
+static int ngot, fail_at = -1;
+
+static int rec(void *opaque, void *buf, uint64_t len, uint64_t off)
+{
+	if (ngot == fail_at)
+		return -5;
+	got[ngot++] = (struct cmd){ buf, len, off };
+	return 0;
+}
+
+static void test_segments(void **state)
+{
+	static char m[1 << 16];
+	struct iovec v[] = {
+		{ m, 4096 }, { m + 4096, 4096 },	/* contiguous: one */
+		{ m + 16384, 512 },			/* a gap: new */
+		{ m + 20000, 0 },			/* empty: skipped */
+		{ m + 16896, 1024 },			/* follows the 512 */
+		{ m + 30000, 10000 },			/* split at 4096 */
+	};
+
+	ngot = 0;
+	fail_at = -1;
+	assert_int_equal(nbd_plan_segments(v, 6, 1000, 4096, rec, NULL), 0);
+	assert_int_equal(ngot, 6);
+	assert_ptr_equal(got[0].buf, m);
+	assert_int_equal(got[0].len, 4096);
+	assert_int_equal(got[0].off, 1000);
+	assert_int_equal(got[1].len, 4096);
+	assert_int_equal(got[1].off, 5096);
+	assert_ptr_equal(got[2].buf, m + 16384);
+	assert_int_equal(got[2].len, 1536);
+	assert_int_equal(got[2].off, 9192);
+	assert_int_equal(got[3].len, 4096);
+	assert_int_equal(got[4].len, 4096);
+	assert_int_equal(got[5].len, 10000 - 8192);
+	assert_ptr_equal(got[5].buf, m + 30000 + 8192);
+	assert_int_equal(got[5].off, 9192 + 1536 + 8192);
+	/* bytes add up; offsets follow each other */
+	for (int i = 1; i < ngot; i++)
+		assert_int_equal(got[i].off, got[i - 1].off + got[i - 1].len);
+	/* the first error stops the plan */
+	ngot = 0;
+	fail_at = 2;
+	assert_int_equal(nbd_plan_segments(v, 6, 0, 4096, rec, NULL), -5);
+	assert_int_equal(ngot, 2);
+	/* nothing to send */
+	ngot = 0;
+	fail_at = -1;
+	assert_int_equal(nbd_plan_segments(v + 3, 1, 0, 4096, rec, NULL), 0);
+	assert_int_equal(ngot, 0);
+}
+
+#define MS 1000000ull
+#define S 1000000000ull
+
+static void test_backoff_and_timeout(void **state)
+{
+	struct nbd_reconnect rc;
+	uint64_t t = 1000 * S, want = 100 * MS;
+
+	nbd_rc_init(&rc, 30 * S);
+	assert_false(nbd_rc_try_now(&rc, t));
+	assert_false(nbd_rc_expired(&rc, t + 3600 * S));	/* up: never */
+	nbd_rc_lost(&rc, t, false);
+	assert_false(nbd_rc_try_now(&rc, t));
+	assert_int_equal(nbd_rc_next_event(&rc, t), t + 100 * MS);
+	assert_true(nbd_rc_try_now(&rc, t + 100 * MS));
+	/* each failure doubles the wait, up to 2 s */
+	uint64_t now = t + 100 * MS;
+	for (int i = 0; i < 8; i++) {
+		want = want * 2 > 2 * S ? 2 * S : want * 2;
+		nbd_rc_failed(&rc, now);
+		assert_int_equal(rc.next_try, now + want);
+		assert_false(nbd_rc_try_now(&rc, now + want - 1));
+		now += want;
+	}
+	assert_int_equal(rc.backoff_ns, 2 * S);
+	/* a loss noticed again while down is one more failure, and does not
+	 * move the start of the outage */
+	nbd_rc_lost(&rc, now, false);
+	assert_int_equal(rc.down_since, t);
+	/* the timeout counts from the loss */
+	assert_false(nbd_rc_expired(&rc, t + 30 * S - 1));
+	assert_true(nbd_rc_expired(&rc, t + 30 * S));
+	/* timer: the attempt if earlier than the timeout, else the timeout */
+	rc.next_try = t + 31 * S;
+	assert_int_equal(nbd_rc_next_event(&rc, t + 29 * S), t + 30 * S);
+	/* past the timeout attempts go on */
+	assert_int_equal(nbd_rc_next_event(&rc, t + 30 * S + 1), t + 31 * S);
+	/* back: an outage ended; the backoff starts over */
+	assert_true(nbd_rc_up(&rc));
+	assert_false(nbd_rc_expired(&rc, t + 100 * S));
+	assert_int_equal(rc.backoff_ns, 100 * MS);
+	/* firing the same check twice (two queues' timers) changes nothing */
+	nbd_rc_lost(&rc, t + 200 * S, false);
+	assert_false(nbd_rc_try_now(&rc, t + 200 * S));
+	assert_false(nbd_rc_try_now(&rc, t + 200 * S));
+	assert_int_equal(rc.next_try, t + 200 * S + 100 * MS);
+}
+
+static void test_fresh(void **state)
+{
+	struct nbd_reconnect rc;
+
+	nbd_rc_init(&rc, 5 * S);
+	nbd_rc_lost(&rc, 7, true);	/* a new connection: try at once */
+	assert_true(nbd_rc_try_now(&rc, 7));
+	assert_false(nbd_rc_up(&rc));	/* a first connect is no outage */
+	assert_false(rc.down);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_segments),
+		cmocka_unit_test(test_backoff_and_timeout),
+		cmocka_unit_test(test_fresh),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
