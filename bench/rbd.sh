@@ -2,16 +2,17 @@
 # Network-disk benchmark: the same jobs on the same RBD image, in the same
 # run, of a real Ceph cluster on this machine (tests/ceph/cluster.sh: one
 # mon, three BlueStore OSDs on loopback, rbd_cache off), against
-#   iovm       `iovm vhost-user-blk --disk path=rbd:...` (completions by the
-#              image's notification eventfd on the queue thread's io_uring)
-#   iovm-cb    the same with IOVM_RBD_COMPLETIONS=callback (librbd's
-#              callback thread, then the queue's mailbox)
+#   iovm       `iovm vhost-user-blk --disk path=rbd:...` (the default:
+#              librbd's callback thread posts completions to the queue)
+#   iovm-poll  the same with IOVM_RBD_COMPLETIONS=poll (the image's
+#              notification eventfd on the queue thread's io_uring,
+#              rbd_poll_io_events: no thread hop)
 #   qsd        `qemu-storage-daemon --blockdev rbd --export vhost-user-blk`
 #   floor      `rbd bench` on the host (librbd with no VMM; no CPU figure)
 # driven by bench/vhost-client as in bench/vhost.sh. Jobs: 4k random read
 # QD1 and QD32, 4k random write QD1 and QD32, 64k sequential read QD16.
 # Reports IOPS, MB/s, mean and p99 latency, back-end CPU per I/O, and
-# ratios iovm/qsd, iovm/floor and iovm-cb/iovm. A leg that fails is
+# ratios iovm/qsd, iovm/floor and iovm-poll/iovm. A leg that fails is
 # reported and the others still run (exit status 1 then).
 # Usage: bench/rbd.sh [BUILD_DIR]   Environment: TIME (5 s per job),
 #        ROUNDS (1; the median-IOPS round is reported), CEPH_DIR (a running
@@ -106,7 +107,7 @@ run_floor() {
 for r in $(seq "$rounds"); do
 	for j in $JOBS; do
 		run_iovm iovm "$j"
-		run_iovm iovm-cb "$j" IOVM_RBD_COMPLETIONS=callback
+		run_iovm iovm-poll "$j" IOVM_RBD_COMPLETIONS=poll
 		run_qsd "$j"
 		run_floor "$j"
 	done
@@ -121,11 +122,11 @@ def ratio(a, b, key):
     except (TypeError, ValueError, ZeroDivisionError, KeyError):
         return "-"
 
-print_runs("backend", ("iovm", "iovm-cb", "qsd", "floor"))
-print("| job | iovm/qsd IOPS | iovm/floor IOPS | iovm/qsd CPU per I/O | iovm-cb/iovm IOPS | iovm-cb/iovm CPU per I/O |")
+print_runs("backend", ("iovm", "iovm-poll", "qsd", "floor"))
+print("| job | iovm/qsd IOPS | iovm/floor IOPS | iovm/qsd CPU per I/O | iovm-poll/iovm IOPS | iovm-poll/iovm CPU per I/O |")
 print("|---|---:|---:|---:|---:|---:|")
 for j in jobs:
-    i, c, q, f = (rows.get((b, j)) for b in ("iovm", "iovm-cb", "qsd", "floor"))
+    i, c, q, f = (rows.get((b, j)) for b in ("iovm", "iovm-poll", "qsd", "floor"))
     print("| %s | %s | %s | %s | %s | %s |" % (j, ratio(i, q, "iops"), ratio(i, f, "iops"),
           ratio(i, q, "cpu_us_per_io"), ratio(c, i, "iops"), ratio(c, i, "cpu_us_per_io")))
 PY

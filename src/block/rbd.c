@@ -3,16 +3,18 @@
  * straight on the guest's iovecs.
  *
  * Completions: librbd finishes requests on its own threads. By default
- * they reach the queue threads without a hop per request: the image's
- * notification eventfd (rbd_set_image_notification) is watched by the
- * io_uring of every queue that has requests out, and the thread it wakes
- * collects finished requests with rbd_poll_io_events, completing its own
- * directly and handing other queues' to their mailboxes. The other mode
- * (IOVM_RBD_COMPLETIONS=callback in the environment, for comparison in
- * bench/rbd.sh) completes from librbd's callback thread into the queue's
- * mailbox. Requests are never timed out here: librbd retries while the
- * cluster recovers, and a request Ceph will still complete must not be
- * failed early. */
+ * its callback thread posts each to its queue's mailbox (one eventfd
+ * wakeup per batch). The other way (IOVM_RBD_COMPLETIONS=poll) avoids
+ * that hop: the image's notification eventfd (rbd_set_image_notification)
+ * is watched by the io_uring of every queue with requests out, and the
+ * thread it wakes collects finished requests with rbd_poll_io_events,
+ * completing its own directly and posting other queues' to their
+ * mailboxes. Measured on this project's test machine (bench/rbd.sh,
+ * bench/RESULTS.md), the callbacks won on reads by 7-23% and lost 4k QD1
+ * writes by ~12% (a single queue; librbd's finisher thread still does the
+ * work of a completion either way), hence the default. Requests are
+ * never timed out here: librbd retries while the cluster recovers, and a
+ * request Ceph will still complete must not be failed early. */
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -210,7 +212,7 @@ static int rbd_open_disk(struct blk_backend *be, const struct disk_cfg *cfg,
 		ret = -EINVAL;
 		goto fail;
 	}
-	d->poll_mode = !mode || !strcmp(mode, "poll");
+	d->poll_mode = mode && !strcmp(mode, "poll");
 	if (d->poll_mode) {
 		d->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		if (d->efd < 0) {

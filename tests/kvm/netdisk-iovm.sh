@@ -1,10 +1,10 @@
 #!/bin/bash
 # The probe under `iovm run` on network disks: a real Ceph cluster started
-# here (tests/ceph/cluster.sh) and, when iovm has NBD support, nbdkit and
-# qemu-nbd serving a qcow2 file. For each: the probe's virtio-blk test, its
-# virtio-scsi test and its LSI test, each followed by a check of what the
-# image holds afterwards (rbd export / qemu-img convert of the image, not
-# the guest's own read-back). On RBD, one OSD is SIGKILLed while the
+# here (tests/ceph/cluster.sh): the probe's virtio-blk, virtio-scsi and LSI
+# tests; and, when iovm has NBD support, its virtio-blk test on a qcow2 file
+# served by qemu-nbd and its LSI test on nbdkit's memory plugin. Each is
+# followed by a check of what the image holds afterwards (rbd export /
+# qemu-img convert, not the guest's own read-back). On RBD, one OSD is SIGKILLed while the
 # virtio-blk leg runs and restarted after it: the run still passes and the
 # data is whole.
 # Usage: netdisk-iovm.sh IOVM PROBE_ELF BLK_CHECK
@@ -80,4 +80,56 @@ run_probe "$scratch/bad2.log" 60 "$iovm" run --kernel "$probe" --memory 64M \
 	--disk "path=rbd:nopool/x,conf=$conf"
 grep -q "cannot open pool nopool" "$scratch/bad2.log" ||
 	die "no clear error for a missing pool"
+sh "$cluster" stop "$cdir"
+
+# NBD, when this iovm has it: the probe's virtio-blk test on a qcow2 file
+# served by qemu-nbd, and its LSI test on nbdkit's memory plugin.
+if ! "$iovm" run --help | grep -q 'nbd+unix'; then
+	echo "SKIPPED (NBD part): iovm built without libnbd"
+	echo "PASS"
+	exit 0
+fi
+command -v qemu-nbd >/dev/null && command -v nbdkit >/dev/null ||
+	die "qemu-nbd and nbdkit are needed (tools/install-deps.sh)"
+nbdpids=""
+trap 'cleanup_ceph; for p in $nbdpids; do kill -9 "$(cat "$p")" 2>/dev/null; done; rm -rf "$scratch"' EXIT
+wait_file() { for _ in $(seq 100); do [ -S "$1" ] && return 0; sleep 0.1; done; die "no socket $1"; }
+qemu-img create -q -f qcow2 "$scratch/d.qcow2" 32M
+qemu-nbd --fork --pid-file "$scratch/qnbd.pid" -f qcow2 -x d --shared 8 \
+	--socket "$scratch/q.sock" "$scratch/d.qcow2" || die "qemu-nbd did not start"
+nbdpids="$nbdpids $scratch/qnbd.pid"
+wait_file "$scratch/q.sock"
+run_probe "$scratch/nblk.log" 240 "$iovm" run --kernel "$probe" --memory 128M \
+	--disk "path=nbd+unix:///d?socket=$scratch/q.sock" --append "test=blk seed=33 mode=poll"
+expect_pass "$scratch/nblk.log"
+kill "$(cat "$scratch/qnbd.pid")"
+while kill -0 "$(cat "$scratch/qnbd.pid")" 2>/dev/null; do sleep 0.1; done
+qemu-img convert -f qcow2 -O raw "$scratch/d.qcow2" "$scratch/d.raw"
+check_pattern "$scratch/nblk.log" blk "$scratch/d.raw" ||
+	die "the qcow2 file does not hold what the guest wrote (NBD)"
+
+for t in 0 3; do
+	nbdkit -U "$scratch/m$t.sock" -P "$scratch/m$t.pid" -e d memory 64M ||
+		die "nbdkit did not start"
+	nbdpids="$nbdpids $scratch/m$t.pid"
+	wait_file "$scratch/m$t.sock"
+done
+run_probe "$scratch/nlsi.log" 240 "$iovm" run --kernel "$probe" --memory 128M \
+	--disk "path=nbd+unix:///d?socket=$scratch/m0.sock,if=lsi" \
+	--disk "path=nbd+unix:///d?socket=$scratch/m3.sock,if=lsi,target=3" \
+	--append "test=lsi lsi_target=0 lsi_target2=3 qd=16"
+expect_pass "$scratch/nlsi.log"
+for t in 0 3; do
+	qemu-img convert -f raw -O raw "nbd+unix:///d?socket=$scratch/m$t.sock" "$scratch/m$t.raw" ||
+		die "cannot read nbdkit's export back"
+done
+cmp -s -n 65536 -i 1048576:1048576 "$scratch/m0.raw" "$scratch/m3.raw" &&
+	die "LSI on NBD: both exports hold the same data"
+[ "$(head -c 1114112 "$scratch/m0.raw" | tail -c 65536 | tr -d '\0' | wc -c)" -gt 0 ] ||
+	die "LSI on NBD: nothing written to target 0's export"
+
+run_probe "$scratch/nbad.log" 60 "$iovm" run --kernel "$probe" --memory 64M \
+	--disk "path=nbd+unix:///d?socket=$scratch/none.sock"
+grep -q "nbd+unix:///d?socket=$scratch/none.sock: cannot connect" "$scratch/nbad.log" ||
+	die "no clear error for a missing NBD socket"
 echo "PASS"
