@@ -530,6 +530,15 @@ static int nbd_submit(struct blk_att *att, struct blk_dreq *r)
 	}
 	lock_conn(c, att);
 	service(c);
+	if (c->h && nbd_aio_is_connecting(c->h) && nbd_rc_expired(&c->rc, mono_ns())) {
+		/* Past the timeout no request waits, so no watch drives a
+		 * reconnect: the requests that keep failing do, without
+		 * blocking (a few steps of the handshake each). */
+		for (int i = 0; i < 16 && nbd_aio_is_connecting(c->h) &&
+				nbd_poll(c->h, 0) > 0; i++)
+			;
+		service(c);
+	}
 	__atomic_add_fetch(&x->owned, 1, __ATOMIC_RELAXED);
 	if (live(c->h))
 		send_req(c, r);
