@@ -28,6 +28,14 @@ for img in blk:32 s1:32 s2:24 l0:64 l3:64; do
 	rbd -c "$conf" create "iovm/${img%:*}" --size "${img#*:}M" ||
 		die "rbd create ${img%:*} failed"
 done
+# lsi_images_ok T0 T3 WHAT: the 64k the LSI test wrote at 1 MiB went to
+# target 0's image and not to target 3's.
+lsi_images_ok() {
+	cmp -s -n 65536 -i 1048576:1048576 "$1" "$2" &&
+		die "LSI on $3: both images hold the same data: targets mixed up"
+	[ "$(head -c 1114112 "$1" | tail -c 65536 | tr -d '\0' | wc -c)" -gt 0 ] ||
+		die "LSI on $3: nothing written to target 0's image"
+}
 rdisk() { echo "path=rbd:iovm/$1,conf=$conf${2:-}"; }
 export_img() { rbd -c "$conf" export "iovm/$1" "$scratch/$1.raw" >/dev/null 2>&1 ||
 	die "rbd export $1 failed"; }
@@ -66,10 +74,7 @@ run_probe "$scratch/lsi.log" 240 "$iovm" run --kernel "$probe" --memory 128M \
 expect_pass "$scratch/lsi.log"
 export_img l0
 export_img l3
-cmp -s -n 65536 -i 1048576:1048576 "$scratch/l0.raw" "$scratch/l3.raw" &&
-	die "LSI: both images hold the same data: targets mixed up"
-[ "$(head -c 1114112 "$scratch/l0.raw" | tail -c 65536 | tr -d '\0' | wc -c)" -gt 0 ] ||
-	die "LSI: nothing written to target 0's image"
+lsi_images_ok "$scratch/l0.raw" "$scratch/l3.raw" RBD
 
 # Errors are one clear line naming the image, not a hang or a crash.
 run_probe "$scratch/bad.log" 60 "$iovm" run --kernel "$probe" --memory 64M \
@@ -123,10 +128,7 @@ for t in 0 3; do
 	qemu-img convert -f raw -O raw "nbd+unix:///d?socket=$scratch/m$t.sock" "$scratch/m$t.raw" ||
 		die "cannot read nbdkit's export back"
 done
-cmp -s -n 65536 -i 1048576:1048576 "$scratch/m0.raw" "$scratch/m3.raw" &&
-	die "LSI on NBD: both exports hold the same data"
-[ "$(head -c 1114112 "$scratch/m0.raw" | tail -c 65536 | tr -d '\0' | wc -c)" -gt 0 ] ||
-	die "LSI on NBD: nothing written to target 0's export"
+lsi_images_ok "$scratch/m0.raw" "$scratch/m3.raw" NBD
 
 run_probe "$scratch/nbad.log" 60 "$iovm" run --kernel "$probe" --memory 64M \
 	--disk "path=nbd+unix:///d?socket=$scratch/none.sock"
