@@ -207,24 +207,33 @@ static void nbd_close_disk(struct blk_backend *be)
 	free(d);
 }
 
-/* blk_flush, at shutdown once the queues are drained: a connection of its
- * own (the queues' belong to their threads' loops). */
+/* blk_flush, at shutdown or a client's departure once the queues are
+ * drained: on every connection the queues wrote through (without
+ * multi-conn, a flush on another connection would not cover them). */
 static int nbd_flush_disk(struct blk_backend *be)
 {
 	struct nbd_disk *d = be->priv;
-	struct nbd_handle *h;
 	int ret = 0;
 
 	if (!d->can_flush)
 		return 0;
-	h = new_handle();
-	if (!h)
-		return -ENOMEM;
-	if (nbd_connect_uri(h, d->uri) < 0 || nbd_flush(h, 0) < 0)
-		ret = nbd_get_errno() ? -nbd_get_errno() : -EIO;
-	else
-		nbd_shutdown(h, 0);
-	nbd_close(h);
+	pthread_mutex_lock(&d->lock);
+	for (unsigned int i = 0; i < d->nconns; i++) {
+		struct nbd_conn *c = d->conns[i];
+
+		pthread_mutex_lock(&c->lock);
+		c->cur = NULL;
+		if (live(c->h)) {
+			if (nbd_flush(c->h, 0) < 0 && !ret)
+				ret = nbd_get_errno() ? -nbd_get_errno() : -EIO;
+		} else if (c->rc.down && !c->rc.fresh && !ret) {
+			/* writes it completed before it dropped cannot be
+			 * flushed from here */
+			ret = -EIO;
+		}
+		pthread_mutex_unlock(&c->lock);
+	}
+	pthread_mutex_unlock(&d->lock);
 	return ret;
 }
 
