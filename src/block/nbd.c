@@ -448,13 +448,21 @@ static void service(struct nbd_conn *c)
 			__atomic_add_fetch(&d->reconnects, 1, __ATOMIC_RELAXED);
 			pr_warn_rated("%s: NBD connection back", d->uri);
 		}
-		while (c->pending && live(c->h)) {
-			struct blk_dreq *r = c->pending;
+		/* Each waiting request once: one that comes back (its
+		 * connection failed while it went out) waits for the next
+		 * pass, not for this loop. */
+		struct blk_dreq *r = c->pending;
 
-			c->pending = r->next;
-			if (!c->pending)
-				c->pending_tail = &c->pending;
-			send_req(c, r);
+		c->pending = NULL;
+		c->pending_tail = &c->pending;
+		while (r) {
+			struct blk_dreq *next = r->next;
+
+			if (live(c->h))
+				send_req(c, r);
+			else
+				pend(c, r);
+			r = next;
 		}
 		return;
 	}
