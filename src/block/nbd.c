@@ -58,6 +58,7 @@ struct nbd_conn {
 	struct blk_dreq *pending;	/* waiting for a connection */
 	struct blk_dreq **pending_tail;
 	struct blk_queue *cur;		/* the queue whose thread holds lock */
+	uint64_t gen;			/* handles made: fd numbers are reused */
 	unsigned int users;		/* contexts attached */
 };
 
@@ -80,7 +81,7 @@ struct nbd_disk {
 struct nbd_ctx {
 	struct nbd_conn *c;
 	unsigned int owned;
-	int watch_fd;
+	uint64_t watch_gen;	/* the handle its socket watches are on */
 };
 
 static struct nbd_conn *conn_of(const struct blk_dreq *r)
@@ -281,7 +282,7 @@ static int nbd_attach(struct blk_att *att)
 		return -ENOMEM;
 	}
 	x->c = c;
-	x->watch_fd = -1;
+	x->watch_gen = c->gen;
 	att->ctx = x;
 	return 0;
 }
@@ -434,6 +435,7 @@ static void service(struct nbd_conn *c)
 	}
 	if (!c->h && nbd_rc_try_now(&c->rc, now)) {
 		c->h = new_handle();
+		c->gen++;
 		if (c->h && nbd_aio_connect_uri(c->h, d->uri) < 0) {
 			nbd_close(c->h);
 			c->h = NULL;
@@ -498,13 +500,13 @@ static void arm(struct blk_att *att, struct nbd_conn *c)
 
 		/* Watches still on a socket of an old connection are
 		 * cancelled; their -ECANCELED event arms the new one. */
-		if (x->watch_fd != fd &&
+		if (x->watch_gen != c->gen &&
 		    (blkq_armed(att, W_READ) || blkq_armed(att, W_WRITE))) {
 			blkq_disarm(att, W_READ);
 			blkq_disarm(att, W_WRITE);
 			return;
 		}
-		x->watch_fd = fd;
+		x->watch_gen = c->gen;
 
 		if (!blkq_armed(att, W_READ))
 			blkq_watch(att, W_READ, fd, POLLIN);
