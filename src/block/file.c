@@ -742,22 +742,33 @@ void blkq_dreq_done_remote(struct blk_dreq *r, int res)
 	}
 }
 
+/* Another thread's batch whose eventfd fired (the discard/copy helper's
+ * results, the drivers' mailbox): takes the whole list. The eventfd is
+ * drained before the list is taken, so an entry pushed after the read
+ * fires the next watch. */
+static struct blk_slot *take_batch(int efd, pthread_mutex_t *lock,
+				   struct blk_slot **list)
+{
+	struct blk_slot *s;
+	uint64_t v;
+
+	if (read(efd, &v, sizeof(v)) < 0) {
+		/* EAGAIN: taken with an earlier batch */
+	}
+	pthread_mutex_lock(lock);
+	s = *list;
+	*list = NULL;
+	pthread_mutex_unlock(lock);
+	return s;
+}
+
 /* The mailbox's eventfd fired (or blkq_destroy drains it). */
 static void mb_reap(struct blk_queue *q)
 {
 	struct blk_slot *s, *rev = NULL;
-	uint64_t v;
 
 	q->mb_armed = false;
-	/* Drained before the list is taken: a completion pushed after
-	 * this read fires the next watch. */
-	if (read(q->mb_efd, &v, sizeof(v)) < 0) {
-		/* EAGAIN: taken with an earlier batch */
-	}
-	pthread_mutex_lock(&q->mb_lock);
-	s = q->mb;
-	q->mb = NULL;
-	pthread_mutex_unlock(&q->mb_lock);
+	s = take_batch(q->mb_efd, &q->mb_lock, &q->mb);
 	while (s) {		/* pushed newest first: restore the order */
 		struct blk_slot *next = s->next;
 
@@ -1528,18 +1539,9 @@ static void helper_reap(struct blk_queue *q)
 {
 	struct blk_helper *h = &q->helper;
 	struct blk_slot *s;
-	uint64_t v;
 
 	h->armed = false;
-	/* Drained before the list is taken: a result pushed after this
-	 * read fires the next watch. */
-	if (read(h->efd, &v, sizeof(v)) < 0) {
-		/* EAGAIN: a result already taken with an earlier one */
-	}
-	pthread_mutex_lock(&h->lock);
-	s = h->done;
-	h->done = NULL;
-	pthread_mutex_unlock(&h->lock);
+	s = take_batch(h->efd, &h->lock, &h->done);
 	while (s) {
 		struct blk_slot *next = s->next;
 
