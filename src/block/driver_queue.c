@@ -2,35 +2,19 @@
  * per (queue, backend), watches and timers on the queue's io_uring, and the
  * mailbox that takes completions from other threads. */
 #include <errno.h>
-#include <poll.h>
-#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include "block/queue_int.h"
 
 void drvq_init(struct blk_queue *q)
 {
-	pthread_mutex_init(&q->mb_lock, NULL);
-	q->mb_efd = -1;
-	q->mb_watch.op = SLOT_MAILBOX;
+	inbox_init(&q->mailbox, SLOT_MAILBOX);
 }
 
 int drvq_arm_mailbox(struct blk_queue *q)
 {
-	struct io_uring_sqe *sqe;
-
-	if (q->mb_armed || !q->drv_inflight || q->mb_efd < 0)
-		return 0;
-	sqe = queue_sqe(q);
-	if (!sqe)
-		return -EBUSY;
-	io_uring_prep_poll_add(sqe, q->mb_efd, POLLIN);
-	io_uring_sqe_set_data(sqe, &q->mb_watch);
-	q->mb_armed = true;
-	return 0;
+	return inbox_arm(q, &q->mailbox, q->drv_inflight);
 }
 
 static struct blk_slot *dreq_slot(struct blk_dreq *r)
@@ -58,44 +42,19 @@ void blkq_dreq_done(struct blk_dreq *r, int res)
 
 void blkq_dreq_done_remote(struct blk_dreq *r, int res)
 {
-	struct blk_slot *s = dreq_slot(r);
-	struct blk_queue *q = r->att->q;
-	uint64_t one = 1;
-	bool first;
-
-	s->res = res;
-	pthread_mutex_lock(&q->mb_lock);
-	first = !q->mb;
-	s->next = q->mb;
-	q->mb = s;
-	pthread_mutex_unlock(&q->mb_lock);
-	/* One wakeup per batch: the queue takes the whole list at once. */
-	if (first && write(q->mb_efd, &one, sizeof(one)) < 0) {
-		/* saturated: the queue is awake anyway */
-	}
+	inbox_post(&r->att->q->mailbox, dreq_slot(r), res);
 }
 
 /* The mailbox's eventfd fired (or blkq_destroy drains it). */
 void drvq_reap_mailbox(struct blk_queue *q)
 {
-	struct blk_slot *s, *rev = NULL;
+	struct blk_slot *s = inbox_take(&q->mailbox), *next;
 
-	q->mb_armed = false;
-	s = queue_take_batch(q->mb_efd, &q->mb_lock, &q->mb);
-	while (s) {		/* pushed newest first: restore the order */
-		struct blk_slot *next = s->next;
-
-		s->next = rev;
-		rev = s;
-		s = next;
-	}
-	while (rev) {
-		struct blk_slot *next = rev->next;
-
-		dreq_back(q, rev);
-		if (!rev->orphan)
-			queue_finish(q, rev, rev->res);
-		rev = next;
+	for (; s; s = next) {
+		next = s->next;
+		dreq_back(q, s);
+		if (!s->orphan)
+			queue_finish(q, s, s->res);
 	}
 	drvq_arm_mailbox(q);
 }
@@ -111,12 +70,10 @@ static struct blk_att *att_get(struct blk_queue *q, struct blk_backend *be,
 	for (unsigned int i = 0; i < q->natts; i++)
 		if (q->atts[i]->be == be)
 			return q->atts[i];
-	if (q->mb_efd < 0) {
-		q->mb_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-		if (q->mb_efd < 0) {
-			*err = -errno;
-			return NULL;
-		}
+	ret = inbox_open(&q->mailbox);
+	if (ret) {
+		*err = ret;
+		return NULL;
 	}
 	atts = realloc(q->atts, (q->natts + 1) * sizeof(*atts));
 	a = calloc(1, sizeof(*a));
@@ -274,7 +231,7 @@ void drvq_detach_all(struct blk_queue *q)
 	while (q->dwatches && !q->dead)
 		if (blkq_reap(q, true) < 0)
 			break;
-	if (q->mb_efd >= 0)
+	if (q->mailbox.efd >= 0)
 		drvq_reap_mailbox(q);	/* late completions of orphans */
 	for (unsigned int i = 0; i < q->natts; i++) {
 		free(q->atts[i]->slot[0]);
@@ -283,8 +240,5 @@ void drvq_detach_all(struct blk_queue *q)
 	free(q->atts);
 	q->atts = NULL;
 	q->natts = 0;
-	if (q->mb_efd >= 0)
-		close(q->mb_efd);
-	q->mb_efd = -1;
-	pthread_mutex_destroy(&q->mb_lock);
+	inbox_close(&q->mailbox);
 }

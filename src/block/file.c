@@ -526,24 +526,90 @@ static bool prep_gate(struct blk_queue *q, int gate)
 	return true;
 }
 
-/* Another thread's batch whose eventfd fired (the discard/copy helper's
- * results, the drivers' mailbox): takes the whole list. The eventfd is
- * drained before the list is taken, so an entry pushed after the read
- * fires the next watch. */
-struct blk_slot *queue_take_batch(int efd, pthread_mutex_t *lock,
-				  struct blk_slot **list)
+/* ---- inboxes: slots finished on other threads ---- */
+
+void inbox_init(struct blk_inbox *in, int op)
 {
-	struct blk_slot *s;
+	pthread_mutex_init(&in->lock, NULL);
+	in->list = NULL;
+	in->efd = -1;
+	in->armed = false;
+	in->watch.op = op;
+}
+
+int inbox_open(struct blk_inbox *in)
+{
+	if (in->efd < 0) {
+		in->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (in->efd < 0)
+			return -errno;
+	}
+	return 0;
+}
+
+void inbox_close(struct blk_inbox *in)
+{
+	if (in->efd >= 0)
+		close(in->efd);
+	in->efd = -1;
+	pthread_mutex_destroy(&in->lock);
+}
+
+void inbox_post(struct blk_inbox *in, struct blk_slot *s, int res)
+{
+	uint64_t one = 1;
+	bool first;
+
+	s->res = res;
+	pthread_mutex_lock(&in->lock);
+	first = !in->list;
+	s->next = in->list;
+	in->list = s;
+	pthread_mutex_unlock(&in->lock);
+	/* One wakeup per batch: the queue takes the whole list at once. */
+	if (first && write(in->efd, &one, sizeof(one)) < 0) {
+		/* saturated: the queue is awake anyway */
+	}
+}
+
+int inbox_arm(struct blk_queue *q, struct blk_inbox *in, bool wanted)
+{
+	struct io_uring_sqe *sqe;
+
+	if (in->armed || !wanted || in->efd < 0)
+		return 0;
+	sqe = queue_sqe(q);
+	if (!sqe)
+		return -EBUSY;
+	io_uring_prep_poll_add(sqe, in->efd, POLLIN);
+	io_uring_sqe_set_data(sqe, &in->watch);
+	in->armed = true;
+	return 0;
+}
+
+struct blk_slot *inbox_take(struct blk_inbox *in)
+{
+	struct blk_slot *s, *rev = NULL;
 	uint64_t v;
 
-	if (read(efd, &v, sizeof(v)) < 0) {
+	in->armed = false;
+	/* Drained before the list is taken, so that an entry posted after
+	 * the read fires the next watch. */
+	if (read(in->efd, &v, sizeof(v)) < 0) {
 		/* EAGAIN: taken with an earlier batch */
 	}
-	pthread_mutex_lock(lock);
-	s = *list;
-	*list = NULL;
-	pthread_mutex_unlock(lock);
-	return s;
+	pthread_mutex_lock(&in->lock);
+	s = in->list;
+	in->list = NULL;
+	pthread_mutex_unlock(&in->lock);
+	while (s) {		/* posted newest first: restore the order */
+		struct blk_slot *next = s->next;
+
+		s->next = rev;
+		rev = s;
+		s = next;
+	}
+	return rev;
 }
 
 int blkq_rw(struct blk_queue *q, struct blk_backend *be, enum blk_op op,

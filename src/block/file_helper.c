@@ -7,7 +7,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,9 +19,8 @@ void helper_init(struct blk_helper *h)
 {
 	pthread_mutex_init(&h->lock, NULL);
 	pthread_cond_init(&h->cond, NULL);
-	h->efd = -1;
 	h->todo_tail = &h->todo;
-	h->watch.op = SLOT_HELPER;
+	inbox_init(&h->done, SLOT_HELPER);
 }
 
 /* Stops the thread once it has run every discard it was given (their
@@ -42,8 +40,7 @@ void helper_join(struct blk_helper *h)
 void helper_stop(struct blk_helper *h)
 {
 	helper_join(h);
-	if (h->efd >= 0)
-		close(h->efd);
+	inbox_close(&h->done);
 	free(h->bounce);
 	pthread_cond_destroy(&h->cond);
 	pthread_mutex_destroy(&h->lock);
@@ -206,7 +203,6 @@ static int copy_step(struct blk_helper *h, struct blk_slot *s)
 static void *helper_main(void *arg)
 {
 	struct blk_helper *h = arg;
-	uint64_t one = 1;
 
 	pthread_setname_np(pthread_self(), "iovm-blkhelper");
 	pthread_mutex_lock(&h->lock);
@@ -237,20 +233,16 @@ static void *helper_main(void *arg)
 							   s->offset, s->len);
 			while (res == -EINTR);
 		}
-		pthread_mutex_lock(&h->lock);
-		if (res == 1) {
-			/* more of this copy: after what else waits */
-			s->next = NULL;
-			*h->todo_tail = s;
-			h->todo_tail = &s->next;
+		if (res != 1) {
+			inbox_post(&h->done, s, res);
+			pthread_mutex_lock(&h->lock);
 			continue;
 		}
-		s->res = res;
-		s->next = h->done;
-		h->done = s;
-		if (write(h->efd, &one, sizeof(one)) < 0) {
-			/* counter saturated: the queue wakes anyway */
-		}
+		/* more of this copy: after what else waits */
+		pthread_mutex_lock(&h->lock);
+		s->next = NULL;
+		*h->todo_tail = s;
+		h->todo_tail = &s->next;
 	}
 	pthread_mutex_unlock(&h->lock);
 	return NULL;
@@ -261,11 +253,9 @@ static int helper_start(struct blk_helper *h)
 	sigset_t all, old;
 	int ret;
 
-	if (h->efd < 0) {
-		h->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-		if (h->efd < 0)
-			return -errno;
-	}
+	ret = inbox_open(&h->done);
+	if (ret)
+		return ret;
 	/* Signals are for the threads that wait for them, not this one. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
@@ -279,18 +269,7 @@ static int helper_start(struct blk_helper *h)
 
 int helper_arm(struct blk_queue *q)
 {
-	struct blk_helper *h = &q->helper;
-	struct io_uring_sqe *sqe;
-
-	if (h->armed || !h->pending)
-		return 0;
-	sqe = queue_sqe(q);
-	if (!sqe)
-		return -EBUSY;
-	io_uring_prep_poll_add(sqe, h->efd, POLLIN);
-	io_uring_sqe_set_data(sqe, &h->watch);
-	h->armed = true;
-	return 0;
+	return inbox_arm(q, &q->helper.done, q->helper.pending);
 }
 
 int helper_queue(struct blk_queue *q, struct blk_slot *s)
@@ -322,16 +301,12 @@ int helper_queue(struct blk_queue *q, struct blk_slot *s)
 void helper_reap(struct blk_queue *q)
 {
 	struct blk_helper *h = &q->helper;
-	struct blk_slot *s;
+	struct blk_slot *s = inbox_take(&h->done), *next;
 
-	h->armed = false;
-	s = queue_take_batch(h->efd, &h->lock, &h->done);
-	while (s) {
-		struct blk_slot *next = s->next;
-
+	for (; s; s = next) {
+		next = s->next;
 		h->pending--;
 		queue_finish(q, s, s->res);
-		s = next;
 	}
 	/* If the ring is full now, blkq_submit and blkq_wait retry. */
 	helper_arm(q);

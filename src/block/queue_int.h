@@ -68,6 +68,19 @@ struct blk_slot {
 	struct __kernel_timespec ts;
 };
 
+/* Slots finished on other threads (the helper's results, the network
+ * drivers' completions) for the queue's thread: pushed on a list under a
+ * lock, with one eventfd write per batch; the ring watches the eventfd
+ * while the queue expects any, and the queue takes the whole list when it
+ * fires. */
+struct blk_inbox {
+	pthread_mutex_t lock;
+	struct blk_slot *list;	/* under lock, newest first */
+	int efd;		/* -1 until inbox_open */
+	bool armed;		/* the watch on efd is in the ring */
+	struct blk_slot watch;	/* its op says whose inbox fired */
+};
+
 /* Block-device discards: no asynchronous BLKDISCARD in io_uring on the
  * kernels we support (Debian 12's 6.1), so they run on a helper thread of
  * the queue, started on the first one; its results come back through an
@@ -81,12 +94,9 @@ struct blk_helper {
 	pthread_t thread;
 	bool started;
 	bool stop;			/* under lock */
-	int efd;
 	struct blk_slot *todo, **todo_tail;	/* under lock */
-	struct blk_slot *done;		/* under lock */
+	struct blk_inbox done;		/* what the thread finished */
 	unsigned int pending;		/* handed over and not yet finished */
-	bool armed;			/* the watch on efd is in the ring */
-	struct blk_slot watch;
 	uint8_t *bounce;		/* the thread's: copies that cannot
 					 * use copy_file_range */
 };
@@ -119,11 +129,7 @@ struct blk_queue {
 	unsigned int drv_inflight;
 	unsigned int dwatches;
 	bool closing;		/* blkq_destroy: watch events are dropped */
-	pthread_mutex_t mb_lock;
-	struct blk_slot *mb;	/* under mb_lock */
-	int mb_efd;
-	bool mb_armed;
-	struct blk_slot mb_watch;
+	struct blk_inbox mailbox;
 };
 
 /* file.c: the queue core. */
@@ -141,8 +147,21 @@ void queue_slot_put(struct blk_queue *q, struct blk_slot *s);
 void queue_defer(struct blk_queue *q, struct blk_slot *s, int res);
 /* Frees s, then calls its done(tag, res). */
 void queue_finish(struct blk_queue *q, struct blk_slot *s, int res);
-struct blk_slot *queue_take_batch(int efd, pthread_mutex_t *lock,
-				  struct blk_slot **list);
+
+/* An inbox whose watch slot has op (SLOT_HELPER, SLOT_MAILBOX); its eventfd
+ * is made by inbox_open (0 or -errno), kept until inbox_close. */
+void inbox_init(struct blk_inbox *in, int op);
+int inbox_open(struct blk_inbox *in);
+void inbox_close(struct blk_inbox *in);
+/* From any thread: s is finished with res. */
+void inbox_post(struct blk_inbox *in, struct blk_slot *s, int res);
+/* Puts the inbox's watch in q's ring if wanted (entries are expected) and
+ * it is not there yet: 0, or -EBUSY with the ring full (the caller tries
+ * again from blkq_submit and blkq_wait). */
+int inbox_arm(struct blk_queue *q, struct blk_inbox *in, bool wanted);
+/* The watch fired: every slot posted so far, in the order they were
+ * posted (linked by next). */
+struct blk_slot *inbox_take(struct blk_inbox *in);
 
 static inline bool blk_range_ok(const struct blk_backend *be, uint64_t offset,
 				uint64_t len)
