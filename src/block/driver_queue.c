@@ -138,51 +138,58 @@ int drvq_start(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	return 0;
 }
 
+/* The SQE that arms watch or timer idx of att, for the caller to prepare
+ * and pass to arm_end; NULL with the error in *err. */
+static struct io_uring_sqe *arm_start(struct blk_att *att, unsigned int idx,
+				      int *err)
+{
+	struct io_uring_sqe *sqe = NULL;
+
+	if (idx >= BLK_ATT_WATCHES)
+		*err = -EINVAL;
+	else if (blkq_armed(att, idx))
+		*err = -EBUSY;
+	else if (att->q->dead)
+		*err = -EIO;
+	else if (!(sqe = queue_sqe(att->q)))
+		*err = -EBUSY;
+	return sqe;
+}
+
+static int arm_end(struct blk_att *att, unsigned int idx,
+		   struct io_uring_sqe *sqe)
+{
+	io_uring_sqe_set_data(sqe, att->slot[idx]);
+	att->armed |= 1u << idx;
+	att->q->dwatches++;
+	return 0;
+}
+
 int blkq_watch(struct blk_att *att, unsigned int idx, int fd,
 	       unsigned int events)
 {
-	struct blk_queue *q = att->q;
-	struct io_uring_sqe *sqe;
+	int err;
+	struct io_uring_sqe *sqe = arm_start(att, idx, &err);
 
-	if (idx >= BLK_ATT_WATCHES)
-		return -EINVAL;
-	if (blkq_armed(att, idx))
-		return -EBUSY;
-	if (q->dead)
-		return -EIO;
-	sqe = queue_sqe(q);
 	if (!sqe)
-		return -EBUSY;
+		return err;
 	io_uring_prep_poll_add(sqe, fd, events);
-	io_uring_sqe_set_data(sqe, att->slot[idx]);
-	att->armed |= 1u << idx;
-	q->dwatches++;
-	return 0;
+	return arm_end(att, idx, sqe);
 }
 
 int blkq_timer(struct blk_att *att, unsigned int idx, uint64_t ns)
 {
-	struct blk_queue *q = att->q;
+	int err;
+	struct io_uring_sqe *sqe = arm_start(att, idx, &err);
 	struct blk_slot *w;
-	struct io_uring_sqe *sqe;
 
-	if (idx >= BLK_ATT_WATCHES)
-		return -EINVAL;
-	if (blkq_armed(att, idx))
-		return -EBUSY;
-	if (q->dead)
-		return -EIO;
-	sqe = queue_sqe(q);
 	if (!sqe)
-		return -EBUSY;
+		return err;
 	w = att->slot[idx];
 	w->ts.tv_sec = (long long)(ns / 1000000000u);
 	w->ts.tv_nsec = (long long)(ns % 1000000000u);
 	io_uring_prep_timeout(sqe, &w->ts, 0, 0);
-	io_uring_sqe_set_data(sqe, w);
-	att->armed |= 1u << idx;
-	q->dwatches++;
-	return 0;
+	return arm_end(att, idx, sqe);
 }
 
 int blkq_disarm(struct blk_att *att, unsigned int idx)
