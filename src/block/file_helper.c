@@ -90,6 +90,23 @@ static bool same_file(const struct blk_backend *a, const struct blk_backend *b)
 	return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+/* All n bytes of buf written to (out) or read from fd at off, however many
+ * calls it takes: 0, or -errno (-EIO where the file ends first). */
+static int io_all(bool out, int fd, uint8_t *buf, size_t n, uint64_t off)
+{
+	for (size_t done = 0; done < n;) {
+		ssize_t r = out ? pwrite(fd, buf + done, n - done, off + done) :
+				  pread(fd, buf + done, n - done, off + done);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? -errno : -EIO;
+		done += r;
+	}
+	return 0;
+}
+
 /* Through the thread's buffer, in pieces going the copy's way (so that an
  * overlapping range reads each byte before it is overwritten). */
 static int copy_bounce(struct blk_helper *h, int sfd, uint64_t so, int dfd,
@@ -100,28 +117,12 @@ static int copy_bounce(struct blk_helper *h, int sfd, uint64_t so, int dfd,
 	while (n) {
 		uint64_t piece = n < COPY_BOUNCE ? n : COPY_BOUNCE;
 		uint64_t at = back ? n - piece : 0;
-		size_t got = 0;
+		int ret = io_all(false, sfd, h->bounce, piece, so + at);
 
-		while (got < piece) {
-			ssize_t r = pread(sfd, h->bounce + got, piece - got,
-					  so + at + got);
-
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r <= 0)
-				return r < 0 ? -errno : -EIO;
-			got += r;
-		}
-		for (size_t put = 0; put < piece;) {
-			ssize_t r = pwrite(dfd, h->bounce + put, piece - put,
-					   doff + at + put);
-
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r <= 0)
-				return r < 0 ? -errno : -EIO;
-			put += r;
-		}
+		if (!ret)
+			ret = io_all(true, dfd, h->bounce, piece, doff + at);
+		if (ret)
+			return ret;
 		if (!back) {
 			so += piece;
 			doff += piece;
