@@ -62,22 +62,6 @@ run_iovm() {	# LABEL JOB [ENV...]
 	wait_backend
 }
 
-run_qsd() {
-	rm -f "$work/qsd.sock"
-	qemu-storage-daemon \
-		--blockdev "driver=rbd,node-name=n,pool=iovm,image=$img,conf=$conf,cache.direct=on" \
-		--export "type=vhost-user-blk,id=e,node-name=n,addr.type=unix,addr.path=$work/qsd.sock,writable=on" \
-		>"$work/qsd.log" 2>&1 &
-	bpid=$!
-	if ! wait_sock "$work/qsd.sock"; then
-		stop_backend
-		leg_failed backend=qsd "$1" "qemu-storage-daemon did not start"
-		return 0
-	fi
-	run_client qsd backend=qsd "$1" || true
-	stop_backend
-}
-
 # rbd bench: as many I/Os as the job would do in about $t s at the
 # cluster's pace is unknown in advance, so a fixed amount per job.
 run_floor() {
@@ -108,7 +92,7 @@ for r in $(seq "$rounds"); do
 	for j in $JOBS; do
 		run_iovm iovm "$j"
 		run_iovm iovm-poll "$j" IOVM_RBD_COMPLETIONS=poll
-		run_qsd "$j"
+		run_qsd "driver=rbd,node-name=n,pool=iovm,image=$img,conf=$conf,cache.direct=on" "$j"
 		run_floor "$j"
 	done
 done

@@ -1,8 +1,8 @@
-# Shared by the vhost-user benchmarks (bench/vhost.sh, vhost-inflight.sh),
-# sourced first with the build folder as $1: the paths, the test file, the
-# work folder, `iovm vhost-user-blk` / `vhost-user-scsi` and
-# bench/vhost-client runs, the record of failed legs, and the median
-# selection of the result tables. Not a command.
+# Shared by the vhost-user benchmarks (bench/vhost.sh, vhost-inflight.sh,
+# rbd.sh, caw.sh), sourced first with the build folder as $1: the paths, the test
+# file, the work folder, `iovm vhost-user-blk` / `vhost-user-scsi`,
+# qemu-storage-daemon and bench/vhost-client runs, the record of failed
+# legs, and the median selection of the result tables. Not a command.
 
 me=${0##*/}
 # -h, --help: the script's header comment (what it measures, its usage
@@ -128,6 +128,28 @@ run_client() {
 	[ $rc != 124 ] || why="vhost-client timed out after $limit s"
 	leg_failed "$label" "$job" "$why"
 	return 1
+}
+
+# run_qsd BLOCKDEV JOB [OPTION...]: the qsd leg of JOB: qemu-storage-daemon
+# exporting `--blockdev BLOCKDEV` (whose node-name must be n) as
+# vhost-user-blk on $work/qsd.sock, one run_client job against it (OPTIONs
+# to the client), then stopped. A daemon that does not start is a failed
+# leg; the script goes on either way.
+run_qsd() {
+	blockdev=$1 qjob=$2
+	shift 2
+	rm -f "$work/qsd.sock"
+	qemu-storage-daemon --blockdev "$blockdev" \
+		--export "type=vhost-user-blk,id=e,node-name=n,addr.type=unix,addr.path=$work/qsd.sock,writable=on" \
+		>"$work/qsd.log" 2>&1 &
+	bpid=$!
+	if ! wait_sock "$work/qsd.sock"; then
+		stop_backend
+		leg_failed backend=qsd "$qjob" "qemu-storage-daemon did not start"
+		return 0
+	fi
+	run_client qsd backend=qsd "$qjob" "$@" || true
+	stop_backend
 }
 
 # print_header [TEXT]: the run's first line: time, machine, load and

@@ -66,22 +66,6 @@ run_iovm() {
 	wait_backend
 }
 
-run_qsd() {
-	rm -f "$work/qsd.sock"
-	qemu-storage-daemon \
-		--blockdev "file,filename=$file,node-name=n,cache.direct=on,aio=io_uring" \
-		--export "type=vhost-user-blk,id=e,node-name=n,addr.type=unix,addr.path=$work/qsd.sock,writable=on" \
-		>"$work/qsd.log" 2>&1 &
-	bpid=$!
-	if ! wait_sock "$work/qsd.sock"; then
-		stop_backend
-		leg_failed backend=qsd "$1" "qemu-storage-daemon did not start"
-		return 0
-	fi
-	run_client qsd backend=qsd "$1" $yield || true
-	stop_backend
-}
-
 # The floor: blk-floor runs the five jobs, then its 1 MiB sequential
 # ones, on the file itself.
 run_floor() {
@@ -98,7 +82,7 @@ for r in $(seq "$rounds"); do
 	for j in $JOBS; do
 		run_iovm blk iovm "$j"
 		run_iovm scsi iovm-scsi "$j"
-		run_qsd "$j"
+		run_qsd "file,filename=$file,node-name=n,cache.direct=on,aio=io_uring" "$j" $yield
 	done
 	run_floor
 done

@@ -1,14 +1,11 @@
-/* The file block backend: a raw image file or a host block device, driven
- * through one io_uring per queue thread. Reads and writes go straight from
- * the caller's iovecs (guest memory) to the kernel. */
+/* The block queue and the file backend: a raw image file or a host block
+ * device, driven through one io_uring per queue thread. Reads and writes go
+ * straight from the caller's iovecs (guest memory) to the kernel. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stddef.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
-#include <liburing.h>
 #include <linux/falloc.h>
 #include <linux/fs.h>
 #include <stdio.h>
@@ -18,21 +15,15 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "block/backend.h"
-#include "block/driver.h"
+#include "block/queue_int.h"
 #include "lib/clock.h"
 #include "lib/iotrace.h"
 #include "lib/iov.h"
 #include "lib/log.h"
 
-#define BLKQ_POLLS 8
-/* Zeroing by writes (the file system can neither zero nor punch a range):
- * at most this many chunk writes in flight per queue, all from one shared
- * buffer of zeroes, whatever the requests' sizes. */
-#define BLKQ_ZCHUNKS 4
+/* The size of one chunk write of zeroing by writes (BLKQ_ZCHUNKS). */
 #define ZERO_CHUNK (1u << 20)
 
 /* Never written: its pages stay the kernel's shared zero page, so the
@@ -46,22 +37,22 @@ void blk_set_test_hooks(const struct blk_test_hooks *h)
 	__atomic_store_n(&test_hooks, h, __ATOMIC_RELEASE);
 }
 
-static const struct blk_test_hooks *hooks(void)
+const struct blk_test_hooks *blk_hooks(void)
 {
 	return __atomic_load_n(&test_hooks, __ATOMIC_ACQUIRE);
 }
 
 static bool test_no_fallocate(void)
 {
-	const struct blk_test_hooks *h = hooks();
+	const struct blk_test_hooks *h = blk_hooks();
 
 	return h && h->no_fallocate;
 }
 
 /* Tells the test that one more slow operation waits at its gate. */
-static void test_arrived(void)
+void blk_test_arrived(void)
 {
-	const struct blk_test_hooks *h = hooks();
+	const struct blk_test_hooks *h = blk_hooks();
 	uint64_t one = 1;
 
 	if (h && h->arrive_fd >= 0 && write(h->arrive_fd, &one, sizeof(one)) < 0)
@@ -308,112 +299,6 @@ int blk_flush(struct blk_backend *be)
 
 int (*blkq_test_result)(const struct blk_backend *be, enum blk_op op, int res);
 
-enum { SLOT_POLL = 100, SLOT_ZCHUNK, SLOT_HELPER, SLOT_COPY, SLOT_DWATCH,
-       SLOT_MAILBOX };
-
-/* Where a zeroing request (WRITE_ZEROES, ZERO_UNMAP) is. */
-enum { Z_FALLOC, Z_GATE, Z_FILL };
-
-struct blk_slot {
-	int op;			/* enum blk_op or SLOT_* */
-	struct blk_backend *be;
-	const struct iovec *iov;
-	unsigned int iovcnt;
-	bool buffered;		/* sent on be->fd_buffered */
-	uint64_t offset;
-	uint64_t len;		/* bytes expected (READ/WRITE), range length */
-	blk_done_fn done;
-	void *tag;
-	int res;
-	bool busy;		/* taken: queued, in flight or deferred */
-	struct blk_slot *next;
-	/* Zeroing: the fallocate mode tried (index into zero_method) or the
-	 * writes of zeroes; res holds their first error. */
-	uint8_t zstage;
-	uint8_t zmethod;
-	bool zwaiting;		/* on the queue's list for chunk writes */
-	unsigned int zinflight;	/* its chunk writes in flight */
-	uint64_t zpos;		/* next byte to write */
-	struct blk_slot *parent;	/* SLOT_ZCHUNK: the request it zeroes */
-	/* SLOT_COPY, on the helper thread: the caller's copy; whether it
-	 * began (gate, same-file check), goes through the bounce buffer
-	 * (overlap within a file, or copy_file_range refused), and runs from
-	 * the end backwards (overlap with the destination above). */
-	struct blk_copy *copy;
-	bool copy_started;
-	bool copy_bounce;
-	bool copy_back;
-	/* A network driver's request (block/driver.h); orphan: failed by
-	 * blkq_abort while the driver still owned it, its slot kept out of
-	 * the free list so that a late completion lands in valid memory. */
-	bool drv;
-	bool orphan;
-	struct blk_dreq dreq;
-	/* SLOT_DWATCH: the driver context and watch index it serves; the
-	 * timer's time, which the kernel reads at submission. */
-	struct blk_att *att;
-	unsigned int widx;
-	struct __kernel_timespec ts;
-};
-
-/* Block-device discards: no asynchronous BLKDISCARD in io_uring on the
- * kernels we support (Debian 12's 6.1), so they run on a helper thread of
- * the queue, started on the first one; its results come back through an
- * eventfd that the queue's ring watches, so the owner's loop wakes for
- * them like for any completion. Copies (blkq_copy) run there too, one
- * chunk at a time, each going back to the end of the list after its chunk
- * so that neither a copy nor a discard waits behind a long copy. */
-struct blk_helper {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	pthread_t thread;
-	bool started;
-	bool stop;			/* under lock */
-	int efd;
-	struct blk_slot *todo, **todo_tail;	/* under lock */
-	struct blk_slot *done;		/* under lock */
-	unsigned int pending;		/* handed over and not yet finished */
-	bool armed;			/* the watch on efd is in the ring */
-	struct blk_slot watch;
-	uint8_t *bounce;		/* the thread's: copies that cannot
-					 * use copy_file_range */
-};
-
-struct blk_queue {
-	struct io_uring ring;
-	int efd;		/* registered lazily by blkq_event_fd */
-	unsigned int depth;
-	unsigned int used;	/* request slots taken */
-	unsigned int polls_used;
-	struct blk_slot *slots;
-	struct blk_slot *free;
-	struct blk_slot polls[BLKQ_POLLS];
-	struct blk_slot *free_polls;
-	struct blk_slot *deferred;	/* completed synchronously */
-	struct blk_slot **deferred_tail;
-	unsigned int unsubmitted;
-	bool taskrun_flag;	/* the kernel tells when completions wait on us */
-	struct blk_slot zchunks[BLKQ_ZCHUNKS];
-	struct blk_slot *zfree;
-	struct blk_slot *zwait, **zwait_tail;	/* requests wanting chunks */
-	struct blk_helper helper;
-	bool dead;		/* blkq_abort ran: every operation fails */
-	/* Network drivers (block/driver.h): a context per backend used from
-	 * this queue; requests the drivers own; watches and timers armed;
-	 * the mailbox of completions from other threads, drained when its
-	 * eventfd (watched by the ring while requests are out) fires. */
-	struct blk_att **atts;
-	unsigned int natts;
-	unsigned int drv_inflight;
-	unsigned int dwatches;
-	bool closing;		/* blkq_destroy: watch events are dropped */
-	pthread_mutex_t mb_lock;
-	struct blk_slot *mb;	/* under mb_lock */
-	int mb_efd;
-	bool mb_armed;
-	struct blk_slot mb_watch;
-};
-
 struct blk_queue *blkq_create(unsigned int depth)
 {
 	struct blk_queue *q;
@@ -459,46 +344,14 @@ struct blk_queue *blkq_create(unsigned int depth)
 		q->zfree = &q->zchunks[i];
 	}
 	q->zwait_tail = &q->zwait;
-	pthread_mutex_init(&q->helper.lock, NULL);
-	pthread_cond_init(&q->helper.cond, NULL);
-	q->helper.efd = -1;
-	q->helper.todo_tail = &q->helper.todo;
-	q->helper.watch.op = SLOT_HELPER;
-	pthread_mutex_init(&q->mb_lock, NULL);
-	q->mb_efd = -1;
-	q->mb_watch.op = SLOT_MAILBOX;
+	helper_init(&q->helper);
+	drvq_init(q);
 	return q;
 fail:
 	free(q->slots);
 	free(q);
 	return NULL;
 }
-
-/* Stops the thread once it has run every discard it was given (their
- * results stay on its done list for whoever reaps or fails them). */
-static void helper_join(struct blk_helper *h)
-{
-	if (!h->started)
-		return;
-	pthread_mutex_lock(&h->lock);
-	h->stop = true;
-	pthread_cond_signal(&h->cond);
-	pthread_mutex_unlock(&h->lock);
-	pthread_join(h->thread, NULL);
-	h->started = false;
-}
-
-static void helper_stop(struct blk_helper *h)
-{
-	helper_join(h);
-	if (h->efd >= 0)
-		close(h->efd);
-	free(h->bounce);
-	pthread_cond_destroy(&h->cond);
-	pthread_mutex_destroy(&h->lock);
-}
-
-static void drv_detach_all(struct blk_queue *q);
 
 void blkq_destroy(struct blk_queue *q)
 {
@@ -510,7 +363,7 @@ void blkq_destroy(struct blk_queue *q)
 	while (q->used)	/* polls are cancelled with the ring */
 		if (blkq_reap(q, true) < 0)
 			break;
-	drv_detach_all(q);
+	drvq_detach_all(q);
 	helper_stop(&q->helper);
 	io_uring_queue_exit(&q->ring);
 	if (q->efd >= 0)
@@ -562,7 +415,7 @@ static inline int ring_submit_wait(struct blk_queue *q)
 	return ret;
 }
 
-static struct io_uring_sqe *get_sqe(struct blk_queue *q)
+struct io_uring_sqe *queue_sqe(struct blk_queue *q)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
 
@@ -588,11 +441,9 @@ static struct blk_slot *slot_get(struct blk_queue *q)
 	return s;
 }
 
-/* A free slot set up for an operation on [offset, offset + len), or
- * NULL when the queue is full. */
-static struct blk_slot *slot_start(struct blk_queue *q, enum blk_op op,
-				   struct blk_backend *be, uint64_t offset,
-				   uint64_t len, blk_done_fn done, void *tag)
+struct blk_slot *queue_slot_start(struct blk_queue *q, enum blk_op op,
+				  struct blk_backend *be, uint64_t offset,
+				  uint64_t len, blk_done_fn done, void *tag)
 {
 	struct blk_slot *s = slot_get(q);
 
@@ -607,7 +458,7 @@ static struct blk_slot *slot_start(struct blk_queue *q, enum blk_op op,
 	return s;
 }
 
-static void slot_put(struct blk_queue *q, struct blk_slot *s)
+void queue_slot_put(struct blk_queue *q, struct blk_slot *s)
 {
 	s->busy = false;
 	s->next = q->free;
@@ -615,7 +466,7 @@ static void slot_put(struct blk_queue *q, struct blk_slot *s)
 	q->used--;
 }
 
-static void defer(struct blk_queue *q, struct blk_slot *s, int res)
+void queue_defer(struct blk_queue *q, struct blk_slot *s, int res)
 {
 	uint64_t one = 1;
 
@@ -625,14 +476,6 @@ static void defer(struct blk_queue *q, struct blk_slot *s, int res)
 	q->deferred_tail = &s->next;
 	if (q->efd >= 0 && write(q->efd, &one, sizeof(one)) < 0)
 		return;	/* counter saturated: the loop is awake anyway */
-}
-
-static void finish(struct blk_queue *q, struct blk_slot *s, int res);
-
-static bool range_ok(const struct blk_backend *be, uint64_t offset,
-		     uint64_t len)
-{
-	return offset <= be->size && len <= be->size - offset;
 }
 
 static bool dio_aligned(const struct blk_backend *be, const struct iovec *iov,
@@ -650,7 +493,7 @@ static bool dio_aligned(const struct blk_backend *be, const struct iovec *iov,
 
 static int prep_rw(struct blk_queue *q, struct blk_slot *s)
 {
-	struct io_uring_sqe *sqe = get_sqe(q);
+	struct io_uring_sqe *sqe = queue_sqe(q);
 	int fd = s->buffered ? s->be->fd_buffered : s->be->fd;
 
 	if (!sqe)
@@ -674,7 +517,7 @@ static bool prep_gate(struct blk_queue *q, int gate)
 		ring_submit(q);
 		q->unsubmitted = 0;
 	}
-	sqe = get_sqe(q);
+	sqe = queue_sqe(q);
 	if (!sqe)
 		return false;
 	io_uring_prep_poll_add(sqe, gate, POLLIN);
@@ -683,299 +526,90 @@ static bool prep_gate(struct blk_queue *q, int gate)
 	return true;
 }
 
-/* ---- network drivers (block/driver.h) ---- */
+/* ---- inboxes: slots finished on other threads ---- */
 
-static int mb_arm(struct blk_queue *q)
+void inbox_init(struct blk_inbox *in, int op)
 {
-	struct io_uring_sqe *sqe;
+	pthread_mutex_init(&in->lock, NULL);
+	in->list = NULL;
+	in->efd = -1;
+	in->armed = false;
+	in->watch.op = op;
+}
 
-	if (q->mb_armed || !q->drv_inflight || q->mb_efd < 0)
-		return 0;
-	sqe = get_sqe(q);
-	if (!sqe)
-		return -EBUSY;
-	io_uring_prep_poll_add(sqe, q->mb_efd, POLLIN);
-	io_uring_sqe_set_data(sqe, &q->mb_watch);
-	q->mb_armed = true;
+int inbox_open(struct blk_inbox *in)
+{
+	if (in->efd < 0) {
+		in->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (in->efd < 0)
+			return -errno;
+	}
 	return 0;
 }
 
-static struct blk_slot *dreq_slot(struct blk_dreq *r)
+void inbox_close(struct blk_inbox *in)
 {
-	return (struct blk_slot *)((char *)r - offsetof(struct blk_slot, dreq));
+	if (in->efd >= 0)
+		close(in->efd);
+	in->efd = -1;
+	pthread_mutex_destroy(&in->lock);
 }
 
-/* r is back from its driver: the counts drop on the owner's thread. */
-static void dreq_back(struct blk_queue *q, struct blk_slot *s)
+void inbox_post(struct blk_inbox *in, struct blk_slot *s, int res)
 {
-	s->dreq.att->inflight--;
-	q->drv_inflight--;
-}
-
-void blkq_dreq_done(struct blk_dreq *r, int res)
-{
-	struct blk_slot *s = dreq_slot(r);
-	struct blk_queue *q = r->att->q;
-
-	dreq_back(q, s);
-	if (s->orphan)
-		return;		/* failed by blkq_abort already */
-	defer(q, s, res);
-}
-
-void blkq_dreq_done_remote(struct blk_dreq *r, int res)
-{
-	struct blk_slot *s = dreq_slot(r);
-	struct blk_queue *q = r->att->q;
 	uint64_t one = 1;
 	bool first;
 
 	s->res = res;
-	pthread_mutex_lock(&q->mb_lock);
-	first = !q->mb;
-	s->next = q->mb;
-	q->mb = s;
-	pthread_mutex_unlock(&q->mb_lock);
+	pthread_mutex_lock(&in->lock);
+	first = !in->list;
+	s->next = in->list;
+	in->list = s;
+	pthread_mutex_unlock(&in->lock);
 	/* One wakeup per batch: the queue takes the whole list at once. */
-	if (first && write(q->mb_efd, &one, sizeof(one)) < 0) {
+	if (first && write(in->efd, &one, sizeof(one)) < 0) {
 		/* saturated: the queue is awake anyway */
 	}
 }
 
-/* Another thread's batch whose eventfd fired (the discard/copy helper's
- * results, the drivers' mailbox): takes the whole list. The eventfd is
- * drained before the list is taken, so an entry pushed after the read
- * fires the next watch. */
-static struct blk_slot *take_batch(int efd, pthread_mutex_t *lock,
-				   struct blk_slot **list)
+int inbox_arm(struct blk_queue *q, struct blk_inbox *in, bool wanted)
 {
-	struct blk_slot *s;
-	uint64_t v;
+	struct io_uring_sqe *sqe;
 
-	if (read(efd, &v, sizeof(v)) < 0) {
-		/* EAGAIN: taken with an earlier batch */
-	}
-	pthread_mutex_lock(lock);
-	s = *list;
-	*list = NULL;
-	pthread_mutex_unlock(lock);
-	return s;
+	if (in->armed || !wanted || in->efd < 0)
+		return 0;
+	sqe = queue_sqe(q);
+	if (!sqe)
+		return -EBUSY;
+	io_uring_prep_poll_add(sqe, in->efd, POLLIN);
+	io_uring_sqe_set_data(sqe, &in->watch);
+	in->armed = true;
+	return 0;
 }
 
-/* The mailbox's eventfd fired (or blkq_destroy drains it). */
-static void mb_reap(struct blk_queue *q)
+struct blk_slot *inbox_take(struct blk_inbox *in)
 {
 	struct blk_slot *s, *rev = NULL;
+	uint64_t v;
 
-	q->mb_armed = false;
-	s = take_batch(q->mb_efd, &q->mb_lock, &q->mb);
-	while (s) {		/* pushed newest first: restore the order */
+	in->armed = false;
+	/* Drained before the list is taken, so that an entry posted after
+	 * the read fires the next watch. */
+	if (read(in->efd, &v, sizeof(v)) < 0) {
+		/* EAGAIN: taken with an earlier batch */
+	}
+	pthread_mutex_lock(&in->lock);
+	s = in->list;
+	in->list = NULL;
+	pthread_mutex_unlock(&in->lock);
+	while (s) {		/* posted newest first: restore the order */
 		struct blk_slot *next = s->next;
 
 		s->next = rev;
 		rev = s;
 		s = next;
 	}
-	while (rev) {
-		struct blk_slot *next = rev->next;
-
-		dreq_back(q, rev);
-		if (!rev->orphan)
-			finish(q, rev, rev->res);
-		rev = next;
-	}
-	mb_arm(q);
-}
-
-/* The context of be on q, made on first use. */
-static struct blk_att *att_get(struct blk_queue *q, struct blk_backend *be,
-			       int *err)
-{
-	struct blk_att *a, **atts;
-	struct blk_slot *w;
-	int ret;
-
-	for (unsigned int i = 0; i < q->natts; i++)
-		if (q->atts[i]->be == be)
-			return q->atts[i];
-	if (q->mb_efd < 0) {
-		q->mb_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-		if (q->mb_efd < 0) {
-			*err = -errno;
-			return NULL;
-		}
-	}
-	atts = realloc(q->atts, (q->natts + 1) * sizeof(*atts));
-	a = calloc(1, sizeof(*a));
-	w = calloc(BLK_ATT_WATCHES, sizeof(*w));
-	if (atts)
-		q->atts = atts;
-	if (!atts || !a || !w) {
-		free(a);
-		free(w);
-		*err = -ENOMEM;
-		return NULL;
-	}
-	a->q = q;
-	a->be = be;
-	for (unsigned int i = 0; i < BLK_ATT_WATCHES; i++) {
-		w[i].op = SLOT_DWATCH;
-		w[i].att = a;
-		w[i].widx = i;
-		a->slot[i] = &w[i];
-	}
-	ret = be->drv->attach(a);
-	if (ret) {
-		free(w);
-		free(a);
-		*err = ret;
-		return NULL;
-	}
-	q->atts[q->natts++] = a;
-	return a;
-}
-
-/* Hands an operation on a network backend to its driver. */
-static int drv_start(struct blk_queue *q, struct blk_backend *be,
-		     enum blk_op op, const struct iovec *iov,
-		     unsigned int iovcnt, uint64_t offset, uint64_t len,
-		     blk_done_fn done, void *tag)
-{
-	struct blk_att *att;
-	struct blk_slot *s;
-	int ret = 0;
-
-	att = att_get(q, be, &ret);
-	if (!att)
-		return ret;
-	s = slot_start(q, op, be, offset, len, done, tag);
-	if (!s)
-		return -EAGAIN;
-	s->drv = true;
-	s->orphan = false;
-	s->dreq = (struct blk_dreq){ .op = op, .iov = iov, .iovcnt = iovcnt,
-				     .offset = offset, .len = len, .att = att };
-	/* Counted before submit: a driver may complete it inside. */
-	att->inflight++;
-	q->drv_inflight++;
-	ret = be->drv->submit(att, &s->dreq);
-	if (ret) {
-		att->inflight--;
-		q->drv_inflight--;
-		slot_put(q, s);
-		return ret;
-	}
-	/* If the ring is full now, blkq_submit and blkq_wait retry. */
-	mb_arm(q);
-	return 0;
-}
-
-int blkq_watch(struct blk_att *att, unsigned int idx, int fd,
-	       unsigned int events)
-{
-	struct blk_queue *q = att->q;
-	struct io_uring_sqe *sqe;
-
-	if (idx >= BLK_ATT_WATCHES)
-		return -EINVAL;
-	if (blkq_armed(att, idx))
-		return -EBUSY;
-	if (q->dead)
-		return -EIO;
-	sqe = get_sqe(q);
-	if (!sqe)
-		return -EBUSY;
-	io_uring_prep_poll_add(sqe, fd, events);
-	io_uring_sqe_set_data(sqe, att->slot[idx]);
-	att->armed |= 1u << idx;
-	q->dwatches++;
-	return 0;
-}
-
-int blkq_timer(struct blk_att *att, unsigned int idx, uint64_t ns)
-{
-	struct blk_queue *q = att->q;
-	struct blk_slot *w;
-	struct io_uring_sqe *sqe;
-
-	if (idx >= BLK_ATT_WATCHES)
-		return -EINVAL;
-	if (blkq_armed(att, idx))
-		return -EBUSY;
-	if (q->dead)
-		return -EIO;
-	sqe = get_sqe(q);
-	if (!sqe)
-		return -EBUSY;
-	w = att->slot[idx];
-	w->ts.tv_sec = (long long)(ns / 1000000000u);
-	w->ts.tv_nsec = (long long)(ns % 1000000000u);
-	io_uring_prep_timeout(sqe, &w->ts, 0, 0);
-	io_uring_sqe_set_data(sqe, w);
-	att->armed |= 1u << idx;
-	q->dwatches++;
-	return 0;
-}
-
-int blkq_disarm(struct blk_att *att, unsigned int idx)
-{
-	struct blk_slot *w;
-	struct io_uring_sqe *sqe;
-
-	if (idx >= BLK_ATT_WATCHES)
-		return -EINVAL;
-	if (!blkq_armed(att, idx))
-		return 0;
-	sqe = get_sqe(att->q);
-	if (!sqe)
-		return -EBUSY;
-	w = att->slot[idx];
-	/* Cancels a poll or a timeout alike; its own completion carries
-	 * no slot and is skipped. */
-	io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)w, 0);
-	io_uring_sqe_set_data(sqe, NULL);
-	return 0;
-}
-
-/* A watch or timer of a driver context completed. */
-static void dwatch_done(struct blk_queue *q, struct blk_slot *w, int res)
-{
-	struct blk_att *att = w->att;
-
-	att->armed &= ~(1u << w->widx);
-	q->dwatches--;
-	if (res == -ETIME)
-		res = 0;	/* a timer expired */
-	if (!q->closing)
-		att->be->drv->event(att, w->widx, res);
-}
-
-/* blkq_destroy: every context's driver lets go of its requests, then the
- * watches are cancelled and their answers taken, while the ring works. */
-static void drv_detach_all(struct blk_queue *q)
-{
-	q->closing = true;
-	for (unsigned int i = 0; i < q->natts; i++)
-		q->atts[i]->be->drv->detach(q->atts[i]);
-	for (unsigned int i = 0; i < q->natts; i++)
-		for (unsigned int j = 0; j < BLK_ATT_WATCHES; j++)
-			blkq_disarm(q->atts[i], j);
-	while (q->dwatches && !q->dead)
-		if (blkq_reap(q, true) < 0)
-			break;
-	if (q->mb_efd >= 0)
-		mb_reap(q);	/* late completions of orphans */
-	for (unsigned int i = 0; i < q->natts; i++) {
-		free(q->atts[i]->slot[0]);
-		free(q->atts[i]);
-	}
-	free(q->atts);
-	q->atts = NULL;
-	q->natts = 0;
-	if (q->mb_efd >= 0)
-		close(q->mb_efd);
-	q->mb_efd = -1;
-	pthread_mutex_destroy(&q->mb_lock);
+	return rev;
 }
 
 int blkq_rw(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
@@ -1001,11 +635,11 @@ int blkq_rw(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	}
 	/* Results are reported as an int; the kernel moves at most this
 	 * much per call anyway. */
-	if (!range_ok(be, offset, len) || len > BLK_MAX_RW)
+	if (!blk_range_ok(be, offset, len) || len > BLK_MAX_RW)
 		return -EINVAL;
 	if (be->drv)
-		return drv_start(q, be, op, iov, iovcnt, offset, len, done, tag);
-	s = slot_start(q, op, be, offset, len, done, tag);
+		return drvq_start(q, be, op, iov, iovcnt, offset, len, done, tag);
+	s = queue_slot_start(q, op, be, offset, len, done, tag);
 	if (!s)
 		return -EAGAIN;
 	s->iov = iov;
@@ -1015,13 +649,13 @@ int blkq_rw(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 		int gate = write_hold_gate();
 
 		if (gate >= 0 && !prep_gate(q, gate)) {
-			slot_put(q, s);
+			queue_slot_put(q, s);
 			return -EBUSY;
 		}
 	}
 	ret = prep_rw(q, s);
 	if (ret)
-		slot_put(q, s);
+		queue_slot_put(q, s);
 	return ret;
 }
 
@@ -1032,7 +666,7 @@ int blkq_flush(struct blk_queue *q, struct blk_backend *be, blk_done_fn done,
 	struct io_uring_sqe *sqe;
 
 	if (be->drv && !be->ro && !q->dead)
-		return drv_start(q, be, BLK_OP_FLUSH, NULL, 0, 0, 0, done, tag);
+		return drvq_start(q, be, BLK_OP_FLUSH, NULL, 0, 0, 0, done, tag);
 	s = q->dead ? NULL : slot_get(q);
 	if (!s)
 		return q->dead ? -EIO : -EAGAIN;
@@ -1042,12 +676,12 @@ int blkq_flush(struct blk_queue *q, struct blk_backend *be, blk_done_fn done,
 	s->tag = tag;
 	if (be->ro) {
 		/* Nothing of ours to write back. */
-		defer(q, s, 0);
+		queue_defer(q, s, 0);
 		return 0;
 	}
-	sqe = get_sqe(q);
+	sqe = queue_sqe(q);
 	if (!sqe) {
-		slot_put(q, s);
+		queue_slot_put(q, s);
 		return -EBUSY;
 	}
 	/* Writes completed before this point are covered: fdatasync syncs
@@ -1057,15 +691,10 @@ int blkq_flush(struct blk_queue *q, struct blk_backend *be, blk_done_fn done,
 	return 0;
 }
 
-static int blockdev_range_ioctl(struct blk_backend *be, unsigned long req,
-				uint64_t off, uint64_t len)
-{
-	uint64_t range[2] = { off, len };
-
-	return ioctl(be->fd, req, range) ? -errno : 0;
-}
-
 /* ---- zeroing by writes ---- */
+
+/* Where a zeroing request (WRITE_ZEROES, ZERO_UNMAP) is. */
+enum { Z_FALLOC, Z_GATE, Z_FILL };
 
 static void zwait_add(struct blk_queue *q, struct blk_slot *s)
 {
@@ -1093,7 +722,7 @@ static void zwait_remove(struct blk_queue *q, struct blk_slot *s)
 
 static int prep_zchunk(struct blk_queue *q, struct blk_slot *c)
 {
-	struct io_uring_sqe *sqe = get_sqe(q);
+	struct io_uring_sqe *sqe = queue_sqe(q);
 	int fd = c->buffered ? c->be->fd_buffered : c->be->fd;
 
 	if (!sqe)
@@ -1117,7 +746,7 @@ static void fill_fail(struct blk_queue *q, struct blk_slot *s, int err)
 	if (s->zwaiting)
 		zwait_remove(q, s);
 	if (!s->zinflight)
-		defer(q, s, s->res);
+		queue_defer(q, s, s->res);
 }
 
 /* Hands the free chunk writes to the waiting requests in turn, so that
@@ -1198,7 +827,7 @@ static void chunk_done(struct blk_queue *q, struct blk_slot *c, int res)
 	/* Finished before the pump runs, which could otherwise fail p a
 	 * second time (fill_fail). */
 	if (!p->zinflight && !p->zwaiting)
-		finish(q, p, p->res);
+		queue_finish(q, p, p->res);
 	fill_pump(q);
 }
 
@@ -1225,7 +854,7 @@ static int zero_method(const struct blk_slot *s)
  * nothing could be queued. */
 static int zero_next(struct blk_queue *q, struct blk_slot *s)
 {
-	const struct blk_test_hooks *h = hooks();
+	const struct blk_test_hooks *h = blk_hooks();
 	int mode = zero_method(s);
 	struct io_uring_sqe *sqe;
 
@@ -1233,7 +862,7 @@ static int zero_next(struct blk_queue *q, struct blk_slot *s)
 		fill_start(q, s);
 		return 0;
 	}
-	sqe = get_sqe(q);
+	sqe = queue_sqe(q);
 	if (!sqe)
 		return -EBUSY;
 	if (mode) {
@@ -1242,7 +871,7 @@ static int zero_next(struct blk_queue *q, struct blk_slot *s)
 	} else {
 		s->zstage = Z_GATE;
 		io_uring_prep_poll_add(sqe, h->gate_fd, POLLIN);
-		test_arrived();
+		blk_test_arrived();
 	}
 	io_uring_sqe_set_data(sqe, s);
 	return 0;
@@ -1268,291 +897,6 @@ static int zero_done(struct blk_queue *q, struct blk_slot *s, int res)
 	return ret ? ret : INT_MIN;
 }
 
-/* ---- block-device discard on the helper thread ---- */
-
-static void test_gate_wait(void)
-{
-	const struct blk_test_hooks *h = hooks();
-	struct pollfd p;
-
-	if (!h || h->gate_fd < 0)
-		return;
-	p.fd = h->gate_fd;
-	p.events = POLLIN;
-	test_arrived();
-	while (poll(&p, 1, -1) < 0 && errno == EINTR)
-		;
-}
-
-/* ---- copies on the helper thread ---- */
-
-#define COPY_BOUNCE (1u << 20)
-
-static int copy_fd(const struct blk_backend *be)
-{
-	/* cache=none: the page cache path, for which copy_file_range has no
-	 * alignment rule; coherent with O_DIRECT I/O as blkq_rw's fallback
-	 * is (the kernel writes back and invalidates around direct I/O). */
-	return be->fd_buffered >= 0 ? be->fd_buffered : be->fd;
-}
-
-static bool same_file(const struct blk_backend *a, const struct blk_backend *b)
-{
-	struct stat sa, sb;
-
-	if (a == b || a->fd == b->fd)
-		return true;
-	if (fstat(a->fd, &sa) || fstat(b->fd, &sb))
-		return true;	/* unknown: the safe (memmove) way */
-	if (S_ISBLK(sa.st_mode) && S_ISBLK(sb.st_mode))
-		return sa.st_rdev == sb.st_rdev;
-	return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
-/* Through the thread's buffer, in pieces going the copy's way (so that an
- * overlapping range reads each byte before it is overwritten). */
-static int copy_bounce(struct blk_helper *h, int sfd, uint64_t so, int dfd,
-		       uint64_t doff, uint64_t n, bool back)
-{
-	if (!h->bounce && !(h->bounce = malloc(COPY_BOUNCE)))
-		return -ENOMEM;
-	while (n) {
-		uint64_t piece = n < COPY_BOUNCE ? n : COPY_BOUNCE;
-		uint64_t at = back ? n - piece : 0;
-		size_t got = 0;
-
-		while (got < piece) {
-			ssize_t r = pread(sfd, h->bounce + got, piece - got,
-					  so + at + got);
-
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r <= 0)
-				return r < 0 ? -errno : -EIO;
-			got += r;
-		}
-		for (size_t put = 0; put < piece;) {
-			ssize_t r = pwrite(dfd, h->bounce + put, piece - put,
-					   doff + at + put);
-
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r <= 0)
-				return r < 0 ? -errno : -EIO;
-			put += r;
-		}
-		if (!back) {
-			so += piece;
-			doff += piece;
-		}
-		n -= piece;
-	}
-	return 0;
-}
-
-/* One chunk of a copy. Returns 1 while more remains, 0 when it is all
- * done, or -errno. */
-static int copy_step(struct blk_helper *h, struct blk_slot *s)
-{
-	struct blk_copy *c = s->copy;
-	uint64_t done = c->copied, left = c->len - done, n;
-	int sfd = copy_fd(c->src), dfd = copy_fd(c->dst);
-	loff_t so, doff;
-
-	if (!s->copy_started) {
-		s->copy_started = true;
-		test_gate_wait();
-		if (same_file(c->src, c->dst) &&
-		    c->src_off < c->dst_off + c->len &&
-		    c->dst_off < c->src_off + c->len) {
-			/* copy_file_range refuses overlap within a file */
-			s->copy_bounce = true;
-			s->copy_back = c->dst_off > c->src_off;
-		}
-	}
-	if (__atomic_load_n(&c->cancel, __ATOMIC_ACQUIRE))
-		return -ECANCELED;
-	if (!left)
-		return 0;
-	n = left < BLK_COPY_CHUNK ? left : BLK_COPY_CHUNK;
-	so = c->src_off + (s->copy_back ? left - n : done);
-	doff = c->dst_off + (s->copy_back ? left - n : done);
-	if (!s->copy_bounce) {
-		const struct blk_test_hooks *th = hooks();
-		uint64_t rest = n;
-
-		while (rest) {
-			ssize_t r = th && th->no_copy_range ? (errno = EXDEV, -1) :
-				    copy_file_range(sfd, &so, dfd, &doff, rest, 0);
-
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r < 0 && (errno == EXDEV || errno == EOPNOTSUPP ||
-				      errno == EINVAL || errno == ENOSYS)) {
-				/* Not between these files: different file
-				 * systems on kernels before 5.3 or since
-				 * 5.19 for most of them (EXDEV), a file
-				 * system or device without it (EOPNOTSUPP,
-				 * EINVAL: e.g. a block device, or O_APPEND),
-				 * an old kernel (ENOSYS). The rest of this
-				 * copy takes the bounce buffer. */
-				s->copy_bounce = true;
-				break;
-			}
-			if (r <= 0)
-				return r < 0 ? -errno : -EIO;
-			rest -= r;
-		}
-		if (rest) {
-			int ret = copy_bounce(h, sfd, so, dfd, doff, rest, false);
-
-			if (ret)
-				return ret;
-		}
-	} else {
-		int ret = copy_bounce(h, sfd, so, dfd, doff, n, s->copy_back);
-
-		if (ret)
-			return ret;
-	}
-	__atomic_store_n(&c->copied, done + n, __ATOMIC_RELEASE);
-	return done + n < c->len ? 1 : 0;
-}
-
-static void *helper_main(void *arg)
-{
-	struct blk_helper *h = arg;
-	uint64_t one = 1;
-
-	pthread_setname_np(pthread_self(), "iovm-blkhelper");
-	pthread_mutex_lock(&h->lock);
-	for (;;) {
-		struct blk_slot *s = h->todo;
-		bool stop;
-		int res;
-
-		if (!s) {
-			if (h->stop)
-				break;
-			pthread_cond_wait(&h->cond, &h->lock);
-			continue;
-		}
-		h->todo = s->next;
-		if (!h->todo)
-			h->todo_tail = &h->todo;
-		stop = h->stop;
-		pthread_mutex_unlock(&h->lock);
-		if (s->op == SLOT_COPY) {
-			/* stopping (blkq_abort, blkq_destroy): copies end at
-			 * their next chunk */
-			res = stop ? -ECANCELED : copy_step(h, s);
-		} else {
-			test_gate_wait();
-			do
-				res = blockdev_range_ioctl(s->be, BLKDISCARD,
-							   s->offset, s->len);
-			while (res == -EINTR);
-		}
-		pthread_mutex_lock(&h->lock);
-		if (res == 1) {
-			/* more of this copy: after what else waits */
-			s->next = NULL;
-			*h->todo_tail = s;
-			h->todo_tail = &s->next;
-			continue;
-		}
-		s->res = res;
-		s->next = h->done;
-		h->done = s;
-		if (write(h->efd, &one, sizeof(one)) < 0) {
-			/* counter saturated: the queue wakes anyway */
-		}
-	}
-	pthread_mutex_unlock(&h->lock);
-	return NULL;
-}
-
-static int helper_start(struct blk_helper *h)
-{
-	sigset_t all, old;
-	int ret;
-
-	if (h->efd < 0) {
-		h->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-		if (h->efd < 0)
-			return -errno;
-	}
-	/* Signals are for the threads that wait for them, not this one. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	ret = pthread_create(&h->thread, NULL, helper_main, h);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (ret)
-		return -ret;
-	h->started = true;
-	return 0;
-}
-
-static int helper_arm(struct blk_queue *q)
-{
-	struct blk_helper *h = &q->helper;
-	struct io_uring_sqe *sqe;
-
-	if (h->armed || !h->pending)
-		return 0;
-	sqe = get_sqe(q);
-	if (!sqe)
-		return -EBUSY;
-	io_uring_prep_poll_add(sqe, h->efd, POLLIN);
-	io_uring_sqe_set_data(sqe, &h->watch);
-	h->armed = true;
-	return 0;
-}
-
-static int helper_queue(struct blk_queue *q, struct blk_slot *s)
-{
-	struct blk_helper *h = &q->helper;
-	int ret;
-
-	if (!h->started) {
-		ret = helper_start(h);
-		if (ret)
-			return ret;
-	}
-	h->pending++;
-	ret = helper_arm(q);
-	if (ret) {
-		h->pending--;
-		return ret;
-	}
-	pthread_mutex_lock(&h->lock);
-	s->next = NULL;
-	*h->todo_tail = s;
-	h->todo_tail = &s->next;
-	pthread_cond_signal(&h->cond);
-	pthread_mutex_unlock(&h->lock);
-	return 0;
-}
-
-/* The helper's eventfd fired: finish what it did. */
-static void helper_reap(struct blk_queue *q)
-{
-	struct blk_helper *h = &q->helper;
-	struct blk_slot *s;
-
-	h->armed = false;
-	s = take_batch(h->efd, &h->lock, &h->done);
-	while (s) {
-		struct blk_slot *next = s->next;
-
-		h->pending--;
-		finish(q, s, s->res);
-		s = next;
-	}
-	/* If the ring is full now, blkq_submit and blkq_wait retry. */
-	helper_arm(q);
-}
-
 int blkq_discard(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 		 uint64_t offset, uint64_t len, blk_done_fn done, void *tag)
 {
@@ -1570,28 +914,28 @@ int blkq_discard(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 		op = BLK_OP_WRITE_ZEROES;
 	if (be->ro)
 		return -EROFS;
-	if (!range_ok(be, offset, len))
+	if (!blk_range_ok(be, offset, len))
 		return -EINVAL;
 	if (be->drv)
-		return drv_start(q, be, op, NULL, 0, offset, len, done, tag);
-	s = slot_start(q, op, be, offset, len, done, tag);
+		return drvq_start(q, be, op, NULL, 0, offset, len, done, tag);
+	s = queue_slot_start(q, op, be, offset, len, done, tag);
 	if (!s)
 		return -EAGAIN;
 	if (op == BLK_OP_DISCARD) {
 		if (!be->discard_ok ||
 		    (!be->is_blockdev && test_no_fallocate())) {
-			defer(q, s, -EOPNOTSUPP);
+			queue_defer(q, s, -EOPNOTSUPP);
 			return 0;
 		}
 		if (be->is_blockdev) {
 			ret = helper_queue(q, s);
 			if (ret)
-				slot_put(q, s);
+				queue_slot_put(q, s);
 			return ret;
 		}
-		sqe = get_sqe(q);
+		sqe = queue_sqe(q);
 		if (!sqe) {
-			slot_put(q, s);
+			queue_slot_put(q, s);
 			return -EBUSY;
 		}
 		/* Runs in io_uring's workers, off this thread. */
@@ -1601,7 +945,7 @@ int blkq_discard(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 		return 0;
 	}
 	if (!len) {
-		defer(q, s, 0);
+		queue_defer(q, s, 0);
 		return 0;
 	}
 	/* fallocate runs in io_uring's workers (a block device zeroes the
@@ -1610,41 +954,7 @@ int blkq_discard(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	s->zmethod = 0;
 	ret = zero_next(q, s);
 	if (ret)
-		slot_put(q, s);
-	return ret;
-}
-
-int blkq_copy(struct blk_queue *q, struct blk_copy *c, blk_done_fn done,
-	      void *tag)
-{
-	struct blk_slot *s;
-	int ret;
-
-	if (q->dead)
-		return -EIO;
-	if (c->src->drv || c->dst->drv)
-		return -EOPNOTSUPP;	/* no host-side copy over the network */
-	if (c->dst->ro)
-		return -EROFS;
-	if (!range_ok(c->src, c->src_off, c->len) ||
-	    !range_ok(c->dst, c->dst_off, c->len))
-		return -EINVAL;
-	s = slot_start(q, BLK_OP_WRITE, c->dst, c->dst_off, c->len, done, tag);
-	if (!s)
-		return -EAGAIN;
-	s->op = SLOT_COPY;
-	s->copy = c;
-	s->copy_started = false;
-	s->copy_bounce = false;
-	s->copy_back = false;
-	__atomic_store_n(&c->copied, 0, __ATOMIC_RELAXED);
-	if (!c->len) {
-		defer(q, s, 0);
-		return 0;
-	}
-	ret = helper_queue(q, s);
-	if (ret)
-		slot_put(q, s);
+		queue_slot_put(q, s);
 	return ret;
 }
 
@@ -1657,7 +967,7 @@ int blkq_poll(struct blk_queue *q, int fd, blk_done_fn done, void *tag)
 		return -EIO;
 	if (!s)
 		return -EAGAIN;
-	sqe = get_sqe(q);
+	sqe = queue_sqe(q);
 	if (!sqe)
 		return -EBUSY;
 	q->free_polls = s->next;
@@ -1677,7 +987,7 @@ int blkq_submit(struct blk_queue *q)
 	if (q->dead)
 		return -EIO;
 	helper_arm(q);	/* if the ring was full when it was due */
-	mb_arm(q);
+	drvq_arm_mailbox(q);
 	if (!q->unsubmitted)
 		return 0;
 	ret = ring_submit(q);
@@ -1757,13 +1067,13 @@ static bool complete(struct blk_queue *q, struct blk_slot *s, int res, int *out)
 	return *out == INT_MIN;
 }
 
-static void finish(struct blk_queue *q, struct blk_slot *s, int res)
+void queue_finish(struct blk_queue *q, struct blk_slot *s, int res)
 {
 	blk_done_fn done = s->done;
 	void *tag = s->tag;
 
 	/* The slot is free before the callback runs: it may queue more. */
-	slot_put(q, s);
+	queue_slot_put(q, s);
 	done(tag, res);
 }
 
@@ -1778,7 +1088,7 @@ static int reap_ready(struct blk_queue *q)
 		q->deferred = s->next;
 		if (!q->deferred)
 			q->deferred_tail = &q->deferred;
-		finish(q, s, s->res);
+		queue_finish(q, s, s->res);
 		n++;
 	}
 	while (io_uring_peek_cqe(&q->ring, &cqe) == 0) {
@@ -1808,16 +1118,16 @@ static int reap_ready(struct blk_queue *q)
 			continue;
 		}
 		if (s->op == SLOT_DWATCH) {
-			dwatch_done(q, s, res);
+			drvq_watch_done(q, s, res);
 			continue;
 		}
 		if (s->op == SLOT_MAILBOX) {
-			mb_reap(q);
+			drvq_reap_mailbox(q);
 			continue;
 		}
 		if (complete(q, s, res, &res))
 			continue;
-		finish(q, s, res);
+		queue_finish(q, s, res);
 	}
 	return n;
 }
@@ -1872,7 +1182,7 @@ int blkq_wait(struct blk_queue *q)
 	if (q->deferred)
 		return 0;
 	helper_arm(q);
-	mb_arm(q);
+	drvq_arm_mailbox(q);
 	while (!io_uring_cq_ready(&q->ring) &&
 	       (q->used || q->polls_used || q->dwatches)) {
 		int ret = ring_submit_wait(q);
@@ -1978,10 +1288,11 @@ void blkq_abort(struct blk_queue *q, int err)
 			s->done(s->tag, err);
 			continue;
 		}
-		finish(q, s, err);
+		queue_finish(q, s, err);
 	}
 	q->deferred = NULL;
 	q->deferred_tail = &q->deferred;
 	q->zwait = NULL;
 	q->zwait_tail = &q->zwait;
 }
+

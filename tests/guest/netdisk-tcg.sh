@@ -32,21 +32,10 @@ guest=$(realpath "${3:?$usage}")
 here=$(dirname "$(realpath "$0")")
 . "$here/lib.sh"
 
-work=$(mktemp -d "/tmp/iovm-netdisk-$kind.XXXXXX")
-pids=""
-cleanup() {
-	for q in $(pgrep -f "qemu-system-x86_64 .*$work/" || true); do
-		kill -9 "$q" 2>/dev/null || true
-	done
-	for p in $pids; do kill -9 "$p" 2>/dev/null || true; done
+make_work "iovm-netdisk-$kind"
+cleanup_more() {
 	[ "$kind" != rbd ] || sh "$here/../ceph/cluster.sh" stop "$work/ceph" >/dev/null 2>&1 || true
-	for f in "$work"/*.pid; do
-		[ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null || true
-	done
-	wait 2>/dev/null || true
-	rm -rf "$work"
 }
-trap cleanup EXIT INT TERM
 
 MiB=1048576
 size=$((64 * MiB))

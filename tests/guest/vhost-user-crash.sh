@@ -26,19 +26,13 @@ guest=$(realpath "${2:?$usage}")
 . "$(dirname "$(realpath "$0")")/lib.sh"
 command -v python3 >/dev/null || skip "python3 missing"
 
-work=$(mktemp -d /tmp/iovm-vhost-crash.XXXXXX)
+make_work iovm-vhost-crash
 backend=
 qemu_pid=
-cleanup() {
-	for q in $(pgrep -f "qemu-system-x86_64 .*$work/" || true); do
-		kill -9 "$q" 2>/dev/null || true
-	done
+cleanup_more() {
 	[ -z "$backend" ] || kill -9 "$backend" 2>/dev/null || true
 	[ -z "$qemu_pid" ] || kill -9 "$qemu_pid" 2>/dev/null || true
-	wait 2>/dev/null || true
-	rm -rf "$work"
 }
-trap cleanup EXIT INT TERM
 
 KILLS=3
 # Completions each killed back-end makes before it stops. The guest's

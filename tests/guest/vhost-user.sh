@@ -32,21 +32,11 @@ case "$type" in blk|scsi) ;; *) echo "$usage" >&2; exit 2 ;; esac
 
 . "$(dirname "$(realpath "$0")")/lib.sh"
 
-work=$(mktemp -d "/tmp/iovm-vhost-$type.XXXXXX")
+make_work "iovm-vhost-$type"
 shm=
-pids=""
-cleanup() {
-	# QEMU runs under the harness: end it too (found by this run's
-	# unique directory in its command line).
-	for q in $(pgrep -f "qemu-system-x86_64 .*$work/" || true); do
-		kill -9 "$q" 2>/dev/null || true
-	done
-	for p in $pids; do kill -9 "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$work"
+cleanup_more() {
 	[ -z "$shm" ] || rm -rf "$shm"
 }
-trap cleanup EXIT INT TERM
 
 MiB=1048576
 

@@ -173,41 +173,68 @@ static void submit_reads(struct blk_queue *q, struct blk_backend *be,
 	}
 }
 
-static void test_paths(enum how how, bool remote)
-{
+/* A queue on the fake disk with n reads submitted, which the driver
+ * completes by how, with 512. */
+struct reads {
 	struct blk_backend be;
-	struct blk_queue *q = blkq_create(16);
-	struct rec r = { .n = 0 };
+	struct blk_queue *q;
+	struct rec r;
 	char buf[512];
+	int n;
+};
 
-	setup_disk(&be);
+static void reads_start(struct reads *f, enum how how, int n)
+{
+	f->q = blkq_create(16);
+	f->r.n = 0;
+	f->n = n;
+	setup_disk(&f->be);
 	fk.how = how;
 	fk.res = 512;
-	assert_non_null(q);
-	submit_reads(q, &be, &r, 5, buf);
+	assert_non_null(f->q);
+	submit_reads(f->q, &f->be, &f->r, n, f->buf);
 	assert_int_equal(fk.attaches, 1);	/* one context for the queue */
-	assert_int_equal(blkq_inflight(q), 5);
-	assert_int_equal(blkq_submit(q), 0);
+	assert_int_equal(blkq_inflight(f->q), n);
+	assert_int_equal(blkq_submit(f->q), 0);
+}
+
+/* Reaps until every read is done: each in the order submitted, with 512. */
+static void reads_reap(struct reads *f)
+{
+	while (f->r.n < f->n)
+		assert_true(blkq_reap(f->q, true) >= 0);
+	for (int i = 0; i < f->n; i++) {
+		assert_int_equal(f->r.order[i], i);
+		assert_int_equal(f->r.res[i], 512);
+	}
+	assert_int_equal(blkq_inflight(f->q), 0);
+}
+
+/* The queue goes, detaching its one context. */
+static void reads_end(struct reads *f)
+{
+	blkq_destroy(f->q);
+	assert_int_equal(fk.detaches, 1);
+	teardown_disk(&f->be);
+}
+
+static void test_paths(enum how how, bool remote)
+{
+	struct reads f;
+
+	reads_start(&f, how, 5);
 	if (how == WATCH) {
 		uint64_t one = 1;
 
-		assert_int_equal(blkq_reap(q, false), 0);	/* nothing yet */
+		assert_int_equal(blkq_reap(f.q, false), 0);	/* nothing yet */
 		assert_int_equal(write(fk.efd, &one, sizeof(one)), sizeof(one));
 	}
 	if (how == REMOTE && remote) {
 		/* completed from another thread's view: the mailbox */
 		release_held(512, true);
 	}
-	while (r.n < 5)
-		assert_true(blkq_reap(q, true) >= 0);
-	for (int i = 0; i < 5; i++) {
-		assert_int_equal(r.order[i], i);
-		assert_int_equal(r.res[i], 512);
-	}
-	assert_int_equal(blkq_inflight(q), 0);
-	blkq_destroy(q);
-	assert_int_equal(fk.detaches, 1);
-	teardown_disk(&be);
+	reads_reap(&f);
+	reads_end(&f);
 }
 
 static void test_inline(void **state)
@@ -243,24 +270,14 @@ static void *completer(void *arg)
 
 static void test_mailbox_thread(void **state)
 {
-	struct blk_backend be;
-	struct blk_queue *q = blkq_create(16);
-	struct rec r = { .n = 0 };
-	char buf[512];
+	struct reads f;
 	pthread_t t;
 
-	setup_disk(&be);
-	fk.how = REMOTE;
-	submit_reads(q, &be, &r, 8, buf);
-	assert_int_equal(blkq_submit(q), 0);
+	reads_start(&f, REMOTE, 8);
 	assert_int_equal(pthread_create(&t, NULL, completer, NULL), 0);
-	while (r.n < 8)
-		assert_true(blkq_reap(q, true) >= 0);
-	pthread_join(t, NULL);
-	for (int i = 0; i < 8; i++)
-		assert_int_equal(r.order[i], i);	/* batch order kept */
-	blkq_destroy(q);
-	teardown_disk(&be);
+	reads_reap(&f);		/* in order: the batch order is kept */
+	pthread_join(t, NULL);	/* before the mailbox goes with the queue */
+	reads_end(&f);
 }
 
 static void test_submit_error(void **state)
