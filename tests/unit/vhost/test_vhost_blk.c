@@ -133,23 +133,19 @@ static uint64_t uva(struct env *e, uint64_t gpa)
 	return (uintptr_t)e->ram + gpa;
 }
 
-/* A session as QEMU opens one: features, memory, vring 0 from base, kicks
- * on the test's eventfd kick (SCM_RIGHTS passes the same eventfd object). */
 /* The queue size the inflight buffer is made for: QEMU makes it for the
  * size it configured, and a driver may pick a smaller ring. */
 static uint16_t inflight_qsize = QSIZE;
 
-static void start_session_inflight(struct env *e, uint16_t base, int kick,
-				   int inflight_fd)
+/* Connects and negotiates: features, protocol features (with
+ * INFLIGHT_SHMFD and the buffer when inflight_fd >= 0), the memory table;
+ * no vring yet. */
+static void begin_session(struct env *e, int inflight_fd)
 {
 	uint64_t f, pf = (1ull << VHU_PF_REPLY_ACK) | (1ull << VHU_PF_CONFIG) |
 			 (1ull << VHU_PF_MQ) |
 			 (inflight_fd >= 0 ? 1ull << VHU_PF_INFLIGHT_SHMFD : 0);
 	struct vhu_mem_table t = { .nregions = 1 };
-	struct vhu_vring_state st = { 0, QSIZE };
-	struct vhu_vring_addr a = { 0, 0, uva(e, DESC), uva(e, USED), uva(e, AVAIL), 0 };
-	int call = eventfd(0, EFD_CLOEXEC);
-	uint64_t idx = 0;
 
 	connect_client(e);
 	f = get_u64(e->cfd, VHU_GET_FEATURES);
@@ -169,14 +165,48 @@ static void start_session_inflight(struct env *e, uint16_t base, int kick,
 		assert_int_equal(send_ack(e->cfd, VHU_SET_INFLIGHT_FD, &in, sizeof(in),
 					  &inflight_fd, 1), 0);
 	}
+}
+
+/* Vring 0's size, addresses and base (it starts with its kick fd and
+ * enable). */
+static void set_vring(struct env *e, uint16_t base)
+{
+	struct vhu_vring_state st = { 0, QSIZE };
+	struct vhu_vring_addr a = { 0, 0, uva(e, DESC), uva(e, USED), uva(e, AVAIL), 0 };
+
 	assert_int_equal(send_ack(e->cfd, VHU_SET_VRING_NUM, &st, 8, NULL, 0), 0);
 	assert_int_equal(send_ack(e->cfd, VHU_SET_VRING_ADDR, &a, sizeof(a), NULL, 0), 0);
 	st.num = base;
 	assert_int_equal(send_ack(e->cfd, VHU_SET_VRING_BASE, &st, 8, NULL, 0), 0);
-	assert_int_equal(send_ack(e->cfd, VHU_SET_VRING_CALL, &idx, 8, &call, 1), 0);
-	assert_int_equal(send_ack(e->cfd, VHU_SET_VRING_KICK, &idx, 8, &kick, 1), 0);
-	st.num = 1;
+}
+
+/* SET_VRING_KICK or _CALL of vring 0, acked. */
+static void set_vring_fd(struct env *e, uint32_t req, int fd)
+{
+	uint64_t idx = 0;
+
+	assert_int_equal(send_ack(e->cfd, req, &idx, 8, &fd, 1), 0);
+}
+
+static void enable_vring(struct env *e)
+{
+	struct vhu_vring_state st = { 0, 1 };
+
 	assert_int_equal(send_ack(e->cfd, VHU_SET_VRING_ENABLE, &st, 8, NULL, 0), 0);
+}
+
+/* A session as QEMU opens one: features, memory, vring 0 from base, kicks
+ * on the test's eventfd kick (SCM_RIGHTS passes the same eventfd object). */
+static void start_session_inflight(struct env *e, uint16_t base, int kick,
+				   int inflight_fd)
+{
+	int call = eventfd(0, EFD_CLOEXEC);
+
+	begin_session(e, inflight_fd);
+	set_vring(e, base);
+	set_vring_fd(e, VHU_SET_VRING_CALL, call);
+	set_vring_fd(e, VHU_SET_VRING_KICK, kick);
+	enable_vring(e);
 	close(call);
 }
 
