@@ -23,6 +23,8 @@ struct vhu_queue {
 	bool started;		/* a kick fd arrived since the last GET_VRING_BASE */
 	bool enabled;
 	bool running;		/* between queue_start and queue_stop */
+	bool ran;		/* started since call_fd was set: it may
+				 * have been notified */
 	int kick_fd, call_fd, err_fd;
 };
 

@@ -114,6 +114,7 @@ int vhu_queue_sync(struct vhu_server *s, unsigned int i)
 		return vhu_fail(s, ret, "vring %u: the device could not start it: %s", i,
 				strerror(-ret));
 	q->running = true;
+	q->ran = true;
 	if (q->vq.inflight && q->vq.inflight->recovered) {
 		uint64_t one = 1;
 
@@ -272,6 +273,24 @@ static int check_notify_fd(struct vhu_server *s, int fd, uint32_t i, const char 
 	return 0;
 }
 
+/* A ring that ran since its last call fd was set may have notified that
+ * fd, and the front-end need not look at the fd it replaces. QEMU 7.2
+ * starts vhost-user-blk and -scsi rings (KICK, ENABLE) while their call
+ * fds are still the ones it set when it created the device, and hands
+ * over the guest's interrupt eventfds only afterwards, without waiting for
+ * the back-end; nothing reads the old ones any more. A guest that had
+ * queued its first request by then got its completion signalled there and
+ * waited for ever (virtio-scsi never times a command out: CI's hang in
+ * virtio_scsi's probe). So the new fd is signalled once: at worst an
+ * interrupt for which the driver finds nothing new. */
+static void renotify(uint32_t i, int fd)
+{
+	uint64_t one = 1;
+
+	if (fd >= 0 && write(fd, &one, sizeof(one)) < 0)
+		pr_debug("vhost-user: vring %u call: %s", i, strerror(errno));
+}
+
 int vhu_do_set_vring_fd(struct vhu_server *s, struct vhu_msg *m)
 {
 	uint32_t i = m->p.u64 & VHU_VRING_IDX_MASK;
@@ -305,12 +324,15 @@ int vhu_do_set_vring_fd(struct vhu_server *s, struct vhu_msg *m)
 		q->started = true;
 		return vhu_queue_sync(s, i);
 	case VHU_SET_VRING_CALL:
-		/* The front-end swaps call fds while rings run (vector
-		 * masking): stop, swap, restart; nothing is lost, as the
-		 * front-end checks the old notifier when it unmasks. */
+		/* The front-end swaps call fds while rings run (at start,
+		 * and as the guest masks and unmasks vectors): stop, swap,
+		 * pass on what the old fd may have taken, restart. */
 		queue_stop(s, i);
 		vhu_close_fd(&q->call_fd);
 		q->call_fd = fd;
+		if (q->ran)
+			renotify(i, fd);
+		q->ran = false;
 		return vhu_queue_sync(s, i);
 	default:
 		/* Every queue thread may write error fds: stop them all. */
