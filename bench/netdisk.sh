@@ -11,17 +11,20 @@
 #               daemonised) on a UNIX socket
 #   nbd-memory  nbdkit's memory plugin, 256 MiB, filled with the same data
 #               (daemonised with -P: nbdkit -f dies with its parent)
-# Legs (--legs, comma-separated; default iovm,iovm-p0,qsd,floor,probe):
+# Legs (--legs, comma-separated; default iovm,iovm-p50,iovm-nogather,qsd,
+# floor,probe):
 #   iovm        `iovm vhost-user-blk --disk path=rbd:...|nbd+unix:...`
 #               with its defaults, driven by bench/vhost-client as in
 #               bench/vhost.sh (no guest; one queue; the client polls)
-#   iovm-p0     the same with poll-us=0 (the queue thread never spins)
-#   iovm-p50    the same with poll-us=50 (the file disks' default)
+#   iovm-p0     the same with poll-us=0 (the queue thread never spins; a
+#               network disk's default)
+#   iovm-p50    the same with poll-us=50 (a file's default)
 #   iovm-poll   rbd: the same with IOVM_RBD_COMPLETIONS=poll (the image's
 #               notification eventfd instead of librbd's callbacks)
-#   iovm-nogather nbd: the same with IOVM_NBD_GATHER=0: one NBD command
-#               per memory-contiguous run of a request's buffers (no copy),
-#               instead of short runs gathered into one buffer and command
+#   iovm-nogather nbd, scattered jobs only: the same with
+#               IOVM_NBD_GATHER=0: one NBD command per memory-contiguous
+#               run of a request's buffers (no copy), instead of short runs
+#               gathered into one buffer and command
 #   qsd         `qemu-storage-daemon --blockdev rbd|nbd --export
 #               vhost-user-blk` on the same image or server
 #   floor       the server with no VMM: `rbd bench` with as many threads as
@@ -52,7 +55,7 @@
 set -eu
 
 kinds=rbd,nbd-qcow2,nbd-memory
-legs=iovm,iovm-p0,qsd,floor,probe
+legs=iovm,iovm-p50,iovm-nogather,qsd,floor,probe
 while [ $# -gt 0 ]; do
 	case $1 in
 	--kind) kinds=$2; shift 2 ;;
@@ -251,10 +254,11 @@ floor_rbd() {	# NAME RW BS QD
 	randread) ty=read pat=rand ;; randwrite) ty=write pat=rand ;;
 	read) ty=read pat=seq ;; *) ty=write pat=seq ;;
 	esac
-	total=32M
-	case $3 in 64k) total=512M ;; esac
-	[ "$ty" = read ] && [ "$3" = 4k ] && total=64M
-	[ "$ty" = write ] && [ "$3" = 64k ] && total=256M
+	# (about 5-30 s each at this machine's pace)
+	case $ty-$3-$4 in
+	write-4k-1) total=8M ;; read-4k-1) total=16M ;; write-4k-*) total=32M ;;
+	read-4k-*) total=64M ;; write-*) total=256M ;; *) total=512M ;;
+	esac
 	# rbd wants 4K, not 4k
 	if ! out=$(timeout 300 rbd -c "$ceph_conf" bench --io-type $ty \
 		--io-size "$(echo "$3" | tr k K)" --io-threads "$4" --io-total $total \
@@ -341,8 +345,11 @@ for r in $(seq "$rounds"); do
 			! has_leg iovm-p50 || run_iovm "$k" iovm-p50 "$j" ,poll-us=50
 			! has_leg iovm-poll || [ "$k" != rbd ] ||
 				run_iovm "$k" iovm-poll "$j" "" IOVM_RBD_COMPLETIONS=poll
-			! has_leg iovm-nogather || [ "$k" = rbd ] ||
-				run_iovm "$k" iovm-nogather "$j" "" IOVM_NBD_GATHER=0
+			# (it differs only on scattered jobs: NAME:RW:BS:QD:SEG)
+			case $j in *:*:*:*:*)
+				! has_leg iovm-nogather || [ "$k" = rbd ] ||
+					run_iovm "$k" iovm-nogather "$j" "" IOVM_NBD_GATHER=0 ;;
+			esac
 			! has_leg qsd || run_qsd "$k" "$j"
 			! has_leg floor || run_floor "$k" "$j"
 		done
@@ -403,23 +410,25 @@ for k in kinds:
                 print("| %s | %s | %s | %s | %s | %s | %s | %s |" % (j, b, r["iops"], spread[(k, b, j)],
                       r["bw_mbs"], r["lat_mean_us"], r["lat_p99_us"], r["cpu_us_per_io"]))
     print()
-    print("| job | iovm/qsd IOPS | iovm/qsd CPU/IO | iovm/floor IOPS | iovm-p0/iovm IOPS | iovm-p0/qsd CPU/IO | probe iovm/QEMU IOPS | probe iovm/QEMU CPU/IO | probe iovm/floor IOPS |")
+    print("| job | iovm/qsd IOPS | iovm/qsd CPU/IO | iovm/qsd p99 | iovm/floor IOPS | probe iovm/QEMU IOPS | probe iovm/QEMU CPU/IO | probe iovm/QEMU p99 | probe iovm/floor IOPS |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for j in jobs:
         g = lambda b: rows.get((k, b, j))
-        i, p0, q, f, pi, pq = g("iovm"), g("iovm-p0"), g("qsd"), g("floor"), g("probe-iovm"), g("probe-qemu")
-        cells = [ratio(i, q, "iops"), ratio(i, q, "cpu_us_per_io"), ratio(i, f, "iops"),
-                 ratio(p0, i, "iops"), ratio(p0, q, "cpu_us_per_io"), ratio(pi, pq, "iops"),
-                 ratio(pi, pq, "cpu_us_per_io"), ratio(pi, f, "iops")]
+        i, q, f, pi, pq = g("iovm"), g("qsd"), g("floor"), g("probe-iovm"), g("probe-qemu")
+        cells = [ratio(i, q, "iops"), ratio(i, q, "cpu_us_per_io"), ratio(i, q, "lat_p99_us"),
+                 ratio(i, f, "iops"), ratio(pi, pq, "iops"), ratio(pi, pq, "cpu_us_per_io"),
+                 ratio(pi, pq, "lat_p99_us"), ratio(pi, f, "iops")]
         if any(c != "-" for c in cells):
             print("| %s | %s |" % (j, " | ".join(cells)))
-    others = [b for b in ("iovm-p50", "iovm-poll", "iovm-nogather") if any((k, b, j) in rows for j in jobs)]
+    others = [b for b in ("iovm-p0", "iovm-p50", "iovm-poll", "iovm-nogather") if any((k, b, j) in rows for j in jobs)]
     if others:
         print()
         print("| job | " + " | ".join("%s/iovm IOPS | %s/iovm CPU/IO" % (b, b) for b in others) + " |")
         print("|---|" + "---:|---:|" * len(others))
         for j in jobs:
             i = rows.get((k, "iovm", j))
+            if not any((k, b, j) in rows for b in others):
+                continue
             print("| %s | %s |" % (j, " | ".join("%s | %s" % (ratio(rows.get((k, b, j)), i, "iops"),
                   ratio(rows.get((k, b, j)), i, "cpu_us_per_io")) for b in others)))
     print()
