@@ -210,18 +210,14 @@ unsigned int config_disks_poll_us(const struct disk_cfg *const *disks,
 				  unsigned int n)
 {
 	unsigned int us = 0;
-	bool set = false, local = false;
+	bool set = false;
 
 	for (unsigned int i = 0; i < n; i++) {
 		if (disks[i]->poll_set && (!set || disks[i]->poll_us > us))
 			us = disks[i]->poll_us;
 		set |= disks[i]->poll_set;
-		local |= !config_path_is_rbd(disks[i]->path) &&
-			 !config_path_is_nbd(disks[i]->path);
 	}
-	if (set)
-		return us;
-	return local ? CONFIG_POLL_US_DEFAULT : CONFIG_POLL_US_NETDISK;
+	return set ? us : CONFIG_POLL_US_DEFAULT;
 }
 
 static int share_item(const char *key, const char *value, void *opaque)

@@ -46,13 +46,8 @@ bool config_path_is_rbd(const char *path);
 bool config_path_is_nbd(const char *path);
 
 /* How long a disk's I/O thread busy-polls before it sleeps, by default
- * (microseconds; QEMU's iothreads poll up to 32). Network disks do not
- * poll by default: their service time is hundreds of microseconds, the
- * spin seldom ends in a completion, and on a host shared with the storage
- * daemons (or the NBD server) it takes the CPU they need (bench/RESULTS.md,
- * issue 17). */
+ * (microseconds; QEMU's iothreads poll up to 32). */
 #define CONFIG_POLL_US_DEFAULT 50
-#define CONFIG_POLL_US_NETDISK 0
 #define CONFIG_POLL_US_MAX 10000
 
 #define P9_DEFAULT_MSIZE (4u << 20)
@@ -103,9 +98,8 @@ void config_free_disk(struct disk_cfg *d);
 bool config_pr_id_ok(const char *id);
 
 /* The poll-us= of a device that serves these disks (an HBA serves
- * several): the largest any of them gives; when none gives one,
- * CONFIG_POLL_US_DEFAULT if one of them is a file or block device, else
- * (network disks only) CONFIG_POLL_US_NETDISK. */
+ * several): the largest any of them gives, or CONFIG_POLL_US_DEFAULT when
+ * none does. */
 unsigned int config_disks_poll_us(const struct disk_cfg *const *disks,
 				  unsigned int n);
 

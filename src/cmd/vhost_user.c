@@ -64,10 +64,10 @@
 "                     host CPU); the front-end uses as many as it wants\n"     \
 "  poll-us=N          how long a queue's thread busy-polls for the next\n"     \
 "                     request or completion before it sleeps, 0-10000\n"       \
-"                     microseconds (default 50, network disks 0; 0 never\n"   \
-"                     polls). Polling saves a wakeup and the front-end's\n"   \
-"                     notification per request at low queue depth, for up\n"  \
-"                     to one host CPU per queue while the guest does I/O\n"
+"                     microseconds (default 50; 0 never polls). Polling\n"     \
+"                     saves a wakeup and the front-end's notification per\n"   \
+"                     request at low queue depth, for up to one host CPU\n"    \
+"                     per queue while the guest does I/O\n"
 
 #define HELP_TAIL                                                                \
 "\n"                                                                            \

@@ -195,8 +195,7 @@ static void test_config_specs(void **state)
 }
 
 /* poll-us= reaches the device as the largest its disks give, or the
- * default when none gives one (network disks alone: no polling); 0 is a
- * value, not "unset". */
+ * default when none gives one; 0 is a value, not "unset". */
 static void test_poll_us(void **state)
 {
 	struct disk_cfg a, b, c;
@@ -215,19 +214,6 @@ static void test_poll_us(void **state)
 	free((char *)b.path);
 	assert_int_equal(config_parse_disk("path=b,poll-us=200", &b, err, sizeof(err)), 0);
 	assert_int_equal(config_disks_poll_us(both, 2), 200);
-	free((char *)a.path);
-	free((char *)b.path);
-	free((char *)c.path);
-	/* network disks: no polling unless asked; a file among them polls */
-	assert_int_equal(config_parse_disk("path=rbd:p/i", &a, err, sizeof(err)), 0);
-	assert_int_equal(config_parse_disk("nbd+unix:///e?socket=/s", &b, err, sizeof(err)), 0);
-	assert_int_equal(config_disks_poll_us(both, 2), CONFIG_POLL_US_NETDISK);
-	assert_int_equal(config_parse_disk("path=f", &c, err, sizeof(err)), 0);
-	both[1] = &c;
-	assert_int_equal(config_disks_poll_us(both, 2), CONFIG_POLL_US_DEFAULT);
-	free((char *)c.path);
-	assert_int_equal(config_parse_disk("path=nbd://h/e,poll-us=20", &c, err, sizeof(err)), 0);
-	assert_int_equal(config_disks_poll_us(one, 1), 20);
 	free((char *)a.path);
 	free((char *)b.path);
 	free((char *)c.path);
