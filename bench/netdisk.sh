@@ -11,14 +11,13 @@
 #               daemonised) on a UNIX socket
 #   nbd-memory  nbdkit's memory plugin, 256 MiB, filled with the same data
 #               (daemonised with -P: nbdkit -f dies with its parent)
-# Legs (--legs, comma-separated; default iovm,iovm-p50,iovm-nogather,qsd,
+# Legs (--legs, comma-separated; default iovm,iovm-p0,iovm-nogather,qsd,
 # floor,probe):
 #   iovm        `iovm vhost-user-blk --disk path=rbd:...|nbd+unix:...`
 #               with its defaults, driven by bench/vhost-client as in
 #               bench/vhost.sh (no guest; one queue; the client polls)
-#   iovm-p0     the same with poll-us=0 (the queue thread never spins; a
-#               network disk's default)
-#   iovm-p50    the same with poll-us=50 (a file's default)
+#   iovm-p0     the same with poll-us=0 (the queue thread never spins)
+#   iovm-p50    the same with poll-us=50 (the default, explicitly)
 #   iovm-poll   rbd: the same with IOVM_RBD_COMPLETIONS=poll (the image's
 #               notification eventfd instead of librbd's callbacks)
 #   iovm-nogather nbd, scattered jobs only: the same with
@@ -55,7 +54,7 @@
 set -eu
 
 kinds=rbd,nbd-qcow2,nbd-memory
-legs=iovm,iovm-p50,iovm-nogather,qsd,floor,probe
+legs=iovm,iovm-p0,iovm-nogather,qsd,floor,probe
 while [ $# -gt 0 ]; do
 	case $1 in
 	--kind) kinds=$2; shift 2 ;;
