@@ -22,6 +22,7 @@
 #                     [--only floor,floor-poll,floor-batch,iovm,qemu,iovm-scsi,qemu-scsi,iovm-lsi,qemu-lsi]
 #                     [--rounds N] [--guest DIR] [--fio-accel kvm|tcg]
 #                     [--pin VCPU_CPU,IO_CPU] [--iovm-opts OPTS] [--qemu PATH]
+#                     [--disk-uri URI [--ceph-conf CONF]] [--results FILE]
 # --mode msix --wait hlt: virtio completions by MSI-X, the vCPU halted between.
 # --only iovm-fio,qemu-fio: the same five jobs with fio (direct=1, libaio, no
 # data verification) on /dev/vda of the default Linux guest (build/guest/
@@ -44,6 +45,16 @@
 # whose disk interrupts one CPU, the placement moves QD1 by up to 2x).
 # --iovm-opts OPTS appends OPTS to every iovm --disk (e.g. poll-us=0).
 # --qemu PATH: the QEMU binary (default: qemu-system-x86_64 on PATH).
+# --disk-uri URI: a network disk instead of the file, the same for both
+# VMMs: rbd:POOL/IMAGE (iovm path=rbd:..., QEMU file=rbd:POOL/IMAGE, with
+# --ceph-conf CONF as iovm's conf= and QEMU's :conf=) or an NBD URI
+# (nbd://..., nbd+unix:///EXPORT?socket=PATH: both take it as it is).
+# QEMU's drive is cache=none (its rbd driver then turns rbd_cache off, as
+# iovm's cache=none does) without aio= (a file's option). The disk must
+# hold --region plus 2 MiB; the floor legs need a file and are refused.
+# --results FILE appends the tables' raw lines ("WHO job=... iops=...
+# cpu_us_per_io=...", one per leg, job and round that passed) to FILE, for
+# scripts that run this one (bench/netdisk.sh).
 # A leg that fails (the probe fails, the VMM does not start, QEMU missing)
 # is reported as failed, with its reason (the run's whole log is kept as
 # BUILD/blk-LEG-roundN.log), and the run goes on with the other
@@ -66,8 +77,11 @@ only=floor,iovm,qemu,iovm-scsi,qemu-scsi,iovm-lsi,qemu-lsi
 rounds=1
 pin=""
 iovm_opts=""
+disk_uri=""
+ceph_conf=""
+results_out=""
 
-usage() { sed -n '2,54s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
+usage() { sed -n '2,/^set -eu/s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do
 	case $1 in
 	--secs) secs=$2; shift 2 ;;
@@ -82,6 +96,9 @@ while [ $# -gt 0 ]; do
 	--pin) pin=$2; shift 2 ;;
 	--iovm-opts) iovm_opts=,$2; shift 2 ;;
 	--qemu) qemu=$2; shift 2 ;;
+	--disk-uri) disk_uri=$2; shift 2 ;;
+	--ceph-conf) ceph_conf=$2; shift 2 ;;
+	--results) results_out=$2; shift 2 ;;
 	-h | --help) usage 0 ;;
 	*) echo "blk.sh: unknown option '$1' (--help)" >&2; exit 2 ;;
 	esac
@@ -105,7 +122,33 @@ case $pin in
 *) echo "blk.sh: --pin is VCPU_CPU,IO_CPU" >&2; exit 2 ;;
 esac
 
-make_disk
+# The disk each VMM opens: the file (raw, aio=io_uring for QEMU), or the
+# network disk of --disk-uri.
+qemu_drive="file=$file,format=raw,cache=none,aio=io_uring"
+iovm_disk="path=$file,cache=none"
+case $disk_uri in
+'') [ -z "$ceph_conf" ] || { echo "blk.sh: --ceph-conf goes with --disk-uri rbd:..." >&2; exit 2; }
+	make_disk ;;
+rbd:*)
+	offset=$((1 << 20))
+	file=$disk_uri
+	iovm_disk="path=$disk_uri,cache=none${ceph_conf:+,conf=$ceph_conf}"
+	qemu_drive="file=$disk_uri${ceph_conf:+:conf=$ceph_conf},format=raw,cache=none" ;;
+nbd://* | nbds://* | nbd+unix://* | nbds+unix://*)
+	[ -z "$ceph_conf" ] || { echo "blk.sh: --ceph-conf is for rbd: disks" >&2; exit 2; }
+	offset=$((1 << 20))
+	file=$disk_uri
+	iovm_disk="path=$disk_uri,cache=none"
+	qemu_drive="file=$disk_uri,format=raw,cache=none" ;;
+*) echo "blk.sh: --disk-uri is rbd:POOL/IMAGE or an NBD URI (nbd://, nbd+unix://...)" >&2; exit 2 ;;
+esac
+case ,$only, in *,floor*) [ -z "$disk_uri" ] ||
+	{ echo "blk.sh: the floor legs run on a file, not --disk-uri (--only without floor*)" >&2; exit 2; } ;;
+esac
+case ,$only, in *,qemu*) [ -z "$disk_uri" ] || [ -z "$qemu" ] || "$qemu" -drive format=help 2>/dev/null |
+	grep -qw "${disk_uri%%[:+]*}" ||
+	{ echo "blk.sh: $qemu has no ${disk_uri%%[:+]*} block driver (Debian: qemu-block-extra for rbd)" >&2; exit 1; } ;;
+esac
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -205,7 +248,7 @@ esac
 case ,$only, in *,iovm,*)
 	echo "== iovm"
 	show iovm "$iovm" run --kernel "$probe" --memory "$mem" \
-		--disk "path=$file,cache=none$iovm_opts" --append "$append"
+		--disk "$iovm_disk$iovm_opts" --append "$append"
 	;;
 esac
 case ,$only, in *,qemu,*)
@@ -213,7 +256,7 @@ case ,$only, in *,qemu,*)
 	if need_qemu qemu; then
 		qemu_probe qemu "$append" \
 			-object iothread,id=io0 \
-			-drive "file=$file,if=none,id=d0,format=raw,cache=none,aio=io_uring" \
+			-drive "$qemu_drive,if=none,id=d0" \
 			-device virtio-blk-pci,drive=d0,disable-legacy=on,iothread=io0
 	fi
 	;;
@@ -222,7 +265,7 @@ scsi_append="bench=vscsi secs=$secs region=$region region_off=$offset mode=$mode
 case ,$only, in *,iovm-scsi,*)
 	echo "== iovm virtio-scsi"
 	show iovm-scsi "$iovm" run --kernel "$probe" --memory "$mem" \
-		--disk "path=$file,if=virtio-scsi,cache=none$iovm_opts" --append "$scsi_append"
+		--disk "$iovm_disk,if=virtio-scsi$iovm_opts" --append "$scsi_append"
 	;;
 esac
 case ,$only, in *,qemu-scsi,*)
@@ -230,7 +273,7 @@ case ,$only, in *,qemu-scsi,*)
 	if need_qemu qemu-scsi; then
 		qemu_probe qemu-scsi "$scsi_append" \
 			-object iothread,id=io1 \
-			-drive "file=$file,if=none,id=d0,format=raw,cache=none,aio=io_uring" \
+			-drive "$qemu_drive,if=none,id=d0" \
 			-device virtio-scsi-pci,iothread=io1,disable-legacy=on \
 			-device scsi-hd,drive=d0
 	fi
@@ -240,7 +283,7 @@ lsi_append="bench=lsi secs=$secs region=$region region_off=$offset"
 case ,$only, in *,iovm-lsi,*)
 	echo "== iovm LSI 53C895A"
 	show iovm-lsi "$iovm" run --kernel "$probe" --memory "$mem" \
-		--disk "path=$file,if=lsi,cache=none$iovm_opts" --append "$lsi_append"
+		--disk "$iovm_disk,if=lsi$iovm_opts" --append "$lsi_append"
 	;;
 esac
 case ,$only, in *,qemu-lsi,*)
@@ -248,7 +291,7 @@ case ,$only, in *,qemu-lsi,*)
 	if need_qemu qemu-lsi; then
 		qemu_probe qemu-lsi "$lsi_append" \
 			-device lsi53c895a,id=scsi0 \
-			-drive "file=$file,if=none,id=d0,format=raw,cache=none,aio=io_uring" \
+			-drive "$qemu_drive,if=none,id=d0" \
 			-device scsi-hd,drive=d0,bus=scsi0.0,scsi-id=0
 	fi
 	;;
@@ -295,7 +338,7 @@ case ,$only, in *,iovm-fio,*)
 	else
 	show iovm-fio "$iovm" run --kernel "$guest/bzImage" \
 		--initrd "$guest/initramfs.cpio.gz" --memory 1G --cpus 2 \
-		--disk "path=$file,cache=none$iovm_opts" --append "$fio_append"
+		--disk "$iovm_disk$iovm_opts" --append "$fio_append"
 	fi
 	;;
 esac
@@ -307,13 +350,14 @@ case ,$only, in *,qemu-fio,*)
 			-initrd "$guest/initramfs.cpio.gz" -append "$fio_append" \
 			-device isa-debug-exit,iobase=0xf4,iosize=1 \
 			-object iothread,id=io0 \
-			-drive "file=$file,if=none,id=d0,format=raw,cache=none,aio=io_uring" \
+			-drive "$qemu_drive,if=none,id=d0" \
 			-device virtio-blk-pci,drive=d0,disable-legacy=on,iothread=io0
 	fi
 	;;
 esac
 done
 
+[ -z "$results_out" ] || cat "$tmp/results" >>"$results_out"
 echo
 awk -v ranf="$tmp/ran" -v failf="$tmp/failed" "$awk_lib$awk_jobs"'
 function v(x) { return x == "" ? "-" : x }

@@ -7,7 +7,10 @@
  *
  *   vhost-client --socket PATH [--device blk|scsi] [--pid PID] [--time SEC]
  *                [--offset BYTES] [--region BYTES] [--yield] [--inflight] JOB...
- *   JOB = NAME:randread|randwrite|read|write|randcaw:BS:QD   e.g. rr:randread:4k:1
+ *   JOB = NAME:randread|randwrite|read|write|randcaw:BS:QD[:SEG]   e.g. rr:randread:4k:1
+ * SEG (blk only): each request's data is BS/SEG descriptors of SEG bytes,
+ * none adjacent in memory (a SEG gap between them), as a guest's scattered
+ * pages: e.g. r64:randread:64k:8:4k. Without it, one descriptor of BS.
  * randcaw (--device scsi): COMPARE AND WRITE of BS (at most 32 blocks) at
  * random LBAs, comparing zeroes and writing zeroes, so on a region of
  * zeroes (a fresh image) every command must succeed; a MISCOMPARE stops
@@ -491,7 +494,11 @@ struct job {
 	bool caw;		/* randcaw: COMPARE AND WRITE, data-out 2 x bs */
 	uint32_t bs;
 	unsigned int qd;
+	uint32_t seg;		/* SEG: bytes per data descriptor; 0: bs */
 };
+
+/* Descriptors per slot: slot s owns [s * dstride, (s + 1) * dstride). */
+static unsigned int dstride = 3;
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
@@ -511,22 +518,27 @@ static void scsi_submit(unsigned int s, const struct job *j, uint64_t off)
 	slots[s].t0 = mono_ns();
 }
 
+/* The data descriptors: one of bs, or bs / seg of seg bytes each, every
+ * other seg-sized piece of the slot's buffer (so no two are adjacent). */
 static void blk_submit(unsigned int s, const struct job *j, uint64_t off)
 {
 	struct slot *sl = &slots[s];
-	struct virtq_desc *d = &vq.desc[s * 3];
+	unsigned int first = s * dstride, n = dstride - 2;
+	struct virtq_desc *d = &vq.desc[first];
+	uint16_t flags = VIRTQ_DESC_F_NEXT | (j->write ? 0 : VIRTQ_DESC_F_WRITE);
+	uint32_t len = n > 1 ? j->seg : j->bs;
 	uint16_t a = vq.avail_idx++;
 
 	sl->hdr->type = j->write ? VIRTIO_BLK_T_OUT : VIRTIO_BLK_T_IN;
 	sl->hdr->ioprio = 0;
 	sl->hdr->sector = off / 512;
 	*sl->status = 0xff;
-	d[0] = (struct virtq_desc){ (uint8_t *)sl->hdr - ram, 16, VIRTQ_DESC_F_NEXT, s * 3 + 1 };
-	d[1] = (struct virtq_desc){ sl->data_gpa, j->bs,
-				    VIRTQ_DESC_F_NEXT | (j->write ? 0 : VIRTQ_DESC_F_WRITE),
-				    s * 3 + 2 };
-	d[2] = (struct virtq_desc){ sl->status - ram, 1, VIRTQ_DESC_F_WRITE, 0 };
-	vq.avail[2 + (a % QSIZE)] = s * 3;
+	d[0] = (struct virtq_desc){ (uint8_t *)sl->hdr - ram, 16, VIRTQ_DESC_F_NEXT, first + 1 };
+	for (unsigned int i = 0; i < n; i++)
+		d[1 + i] = (struct virtq_desc){ sl->data_gpa + (uint64_t)i * 2 * len, len, flags,
+						first + 2 + i };
+	d[n + 1] = (struct virtq_desc){ sl->status - ram, 1, VIRTQ_DESC_F_WRITE, 0 };
+	vq.avail[2 + (a % QSIZE)] = first;
 	sl->t0 = mono_ns();
 }
 
@@ -598,6 +610,12 @@ static void run_job(const struct job *j, uint64_t cap, double secs, int pid)
 		    j->name, j->bs, lbsize, max_sectors);
 	if (j->caw && (!scsi || j->bs / lbsize > 32))
 		die("job %s: COMPARE AND WRITE needs --device scsi and at most 32 blocks", j->name);
+	if (j->seg && scsi)
+		die("job %s: SEG is for --device blk only", j->name);
+	dstride = j->seg ? 2 + j->bs / j->seg : 3;
+	if (j->qd * dstride > QSIZE)
+		die("job %s: %u requests of %u descriptors do not fit the %u-entry queue",
+		    j->name, j->qd, dstride, QSIZE);
 	for (unsigned int s = 0; s < j->qd; s++) {
 		uint8_t *base = ram + DATA_OFF + (size_t)s * (2 * j->bs + 4096);
 
@@ -640,7 +658,7 @@ static void run_job(const struct job *j, uint64_t cap, double secs, int pid)
 		while (vq.used_idx != used_idx) {
 			const volatile uint32_t *e =
 				(const volatile uint32_t *)(vq.used + 2) + 2 * (vq.used_idx % QSIZE);
-			unsigned int s = e[0] / 3;
+			unsigned int s = e[0] / dstride;
 			uint64_t l;
 
 			vq.used_idx++;
@@ -710,15 +728,16 @@ static uint32_t parse_bs(const char *s)
 
 static void parse_job(const char *arg, struct job *j)
 {
-	char buf[128], *name, *rw, *bs, *qd;
+	char buf[128], *name, *rw, *bs, *qd, *seg;
 
 	snprintf(buf, sizeof(buf), "%s", arg);
 	name = strtok(buf, ":");
 	rw = strtok(NULL, ":");
 	bs = strtok(NULL, ":");
 	qd = strtok(NULL, ":");
-	if (!name || !rw || !bs || !qd)
-		die("bad job '%s' (NAME:RW:BS:QD)", arg);
+	seg = strtok(NULL, ":");
+	if (!name || !rw || !bs || !qd || strtok(NULL, ":"))
+		die("bad job '%s' (NAME:RW:BS:QD[:SEG])", arg);
 	snprintf(j->name, sizeof(j->name), "%s", name);
 	j->caw = !strcmp(rw, "randcaw");
 	j->write = strstr(rw, "write") || j->caw;
@@ -727,12 +746,17 @@ static void parse_job(const char *arg, struct job *j)
 	j->qd = atoi(qd);
 	if (!j->qd || j->qd > MAX_QD || j->qd > QSIZE / 3)
 		die("bad queue depth %s (1-%d)", qd, QSIZE / 3);
+	j->seg = seg ? parse_bs(seg) : 0;
+	if (j->seg && (j->bs % j->seg || j->bs / j->seg > QSIZE - 2))
+		die("job %s: SEG must divide BS into at most %d pieces", arg, QSIZE - 2);
+	if (j->seg == j->bs)
+		j->seg = 0;
 	if ((uint64_t)j->qd * (2 * j->bs + 4096) > RAM_SIZE - DATA_OFF)
 		die("job %s needs more buffer memory", arg);
 }
 
 static const char usage[] =
-	"usage: vhost-client --socket PATH [--device blk|scsi] [--pid PID] [--time SEC] [--offset B] [--region B] [--yield] [--inflight] NAME:RW:BS:QD...";
+	"usage: vhost-client --socket PATH [--device blk|scsi] [--pid PID] [--time SEC] [--offset B] [--region B] [--yield] [--inflight] NAME:RW:BS:QD[:SEG]...";
 
 int main(int argc, char **argv)
 {

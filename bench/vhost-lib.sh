@@ -134,7 +134,8 @@ run_client() {
 # exporting `--blockdev BLOCKDEV` (whose node-name must be n) as
 # vhost-user-blk on $work/qsd.sock, one run_client job against it (OPTIONs
 # to the client), then stopped. A daemon that does not start is a failed
-# leg; the script goes on either way.
+# leg; the script goes on either way. Its result lines are labelled
+# $qsd_label (default backend=qsd).
 run_qsd() {
 	blockdev=$1 qjob=$2
 	shift 2
@@ -145,10 +146,10 @@ run_qsd() {
 	bpid=$!
 	if ! wait_sock "$work/qsd.sock"; then
 		stop_backend
-		leg_failed backend=qsd "$qjob" "qemu-storage-daemon did not start"
+		leg_failed "${qsd_label:-backend=qsd}" "$qjob" "qemu-storage-daemon did not start"
 		return 0
 	fi
-	run_client qsd backend=qsd "$qjob" "$@" || true
+	run_client qsd "${qsd_label:-backend=qsd}" "$qjob" "$@" || true
 	stop_backend
 }
 

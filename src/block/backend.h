@@ -223,6 +223,11 @@ int blkq_wait(struct blk_queue *q);
 bool blkq_spin(struct blk_queue *q, uint64_t ns, bool (*more)(void *),
 	       void *arg);
 
+/* Whether blkq_reap has something to take (or the queue failed), without
+ * sending what is queued: for a thread that does not spin, whose next
+ * blkq_wait sends it and sleeps in one system call. */
+bool blkq_ready(struct blk_queue *q);
+
 /* Device queue threads spin up to their disk's poll-us= before they block
  * (CONFIG_POLL_US_DEFAULT in config.h) while at most this many requests
  * are in flight; deeper, only this long after completions (the driver

@@ -1168,6 +1168,11 @@ bool blkq_spin(struct blk_queue *q, uint64_t ns, bool (*more)(void *),
 	}
 }
 
+bool blkq_ready(struct blk_queue *q)
+{
+	return q->dead || q->deferred || io_uring_cq_ready(&q->ring) > 0;
+}
+
 /* io_uring_enter's EAGAIN: the kernel could not allocate a request for
  * now. The wait is retried every millisecond, for up to this many tries in
  * a row before the ring counts as failed. */

@@ -12,11 +12,15 @@
  * mailboxes.
  *
  * Scattered guest buffers: libnbd has no scatter-gather call, so a READ or
- * WRITE is sent as one command per run of memory-contiguous iovecs (split
- * at the server's maximum payload), all in flight at once; the request is
- * done when all are. No copy, no bounce buffer: Linux's virtio drivers
- * send 4k I/O as one segment and 64k as a few, and a command costs the
- * server a 28-byte header.
+ * WRITE is sent as several commands, all in flight at once; the request is
+ * done when all are. A run of memory-contiguous iovecs of NBD_GATHER_MAX
+ * or more goes straight from guest memory (split at the server's maximum
+ * payload); shorter runs that follow one another are copied into one
+ * buffer of NBD_GATHER_MAX and go as one command (nbd_plan.h). Measured,
+ * this is the exception to "no bounce buffers": a command per 4k page cost
+ * several times the copy. The buffers are a connection's pool, at most
+ * NBD_BOUNCE_BUFS, made as scattered I/O first needs them and kept; when
+ * all are out, the runs go one command each, uncopied.
  *
  * Faults: when a connection drops, the requests on it are not failed: they
  * wait and are sent again, whole, on a new connection (reads and writes
@@ -43,12 +47,23 @@
 #include "lib/log.h"
 
 #define NBD_MAX_CONNS 16
+#define NBD_BOUNCE_BUFS 16	/* a connection's gather buffers, at most */
 /* Watch and timer indexes of a context. */
 #define W_READ 0
 #define W_WRITE 1
 #define W_TIMER 2
 
 struct nbd_disk;
+
+/* A gather buffer (NBD_GATHER_MAX of data): free in its connection's pool,
+ * or holding one command's data, whose iovecs a READ's reply is copied to. */
+struct nbd_bounce {
+	struct nbd_bounce *next;	/* in the pool */
+	struct blk_dreq *r;
+	const struct iovec *iov;
+	unsigned int iovcnt;
+	char data[];
+};
 
 struct nbd_conn {
 	pthread_mutex_t lock;
@@ -60,11 +75,14 @@ struct nbd_conn {
 	struct blk_queue *cur;		/* the queue whose thread holds lock */
 	uint64_t gen;			/* handles made: fd numbers are reused */
 	unsigned int users;		/* contexts attached */
+	struct nbd_bounce *bounce_free;	/* gather buffers not in use */
+	unsigned int bounces;		/* gather buffers made */
 };
 
 struct nbd_disk {
 	char *uri;
 	uint64_t max_payload;
+	uint64_t gather;		/* nbd_plan_commands' gather; 0: none */
 	bool can_flush, can_trim, can_zero, can_fast_zero, multi_conn;
 	uint64_t timeout_ns;
 	pthread_mutex_t lock;		/* conns[], nconns, next */
@@ -161,6 +179,10 @@ static int nbd_open_disk(struct blk_backend *be, const struct disk_cfg *cfg,
 			 NBD_DEFAULT_MAX_PAYLOAD;
 	if (d->max_payload > NBD_DEFAULT_MAX_PAYLOAD)
 		d->max_payload = NBD_DEFAULT_MAX_PAYLOAD;
+	d->gather = d->max_payload < NBD_GATHER_MAX ? d->max_payload : NBD_GATHER_MAX;
+	/* for bench/netdisk.sh's comparison with one command per run */
+	if (getenv("IOVM_NBD_GATHER") && !strcmp(getenv("IOVM_NBD_GATHER"), "0"))
+		d->gather = 0;
 	d->timeout_ns = (uint64_t)(cfg->timeout_set ? cfg->timeout_s :
 				   CONFIG_NBD_TIMEOUT_DEFAULT) * 1000000000ull;
 	pthread_mutex_init(&d->lock, NULL);
@@ -189,6 +211,12 @@ fail:
 static void conn_free(struct nbd_conn *c)
 {
 	nbd_close(c->h);
+	while (c->bounce_free) {
+		struct nbd_bounce *b = c->bounce_free;
+
+		c->bounce_free = b->next;
+		free(b);
+	}
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -365,6 +393,81 @@ static int send_one(void *opaque, void *buf, uint64_t len, uint64_t off)
 	return 0;
 }
 
+/* A gathered command's reply: a READ's data go to the guest's iovecs, the
+ * buffer back to the pool (conn lock held, as in on_reply). */
+static int on_gather_reply(void *user_data, int *error)
+{
+	struct nbd_bounce *b = user_data;
+	struct blk_dreq *r = b->r;
+	struct nbd_conn *c = conn_of(r);
+
+	if (r->op == BLK_OP_READ && !*error) {
+		const char *p = b->data;
+
+		for (unsigned int i = 0; i < b->iovcnt; i++) {
+			memcpy(b->iov[i].iov_base, p, b->iov[i].iov_len);
+			p += b->iov[i].iov_len;
+		}
+	}
+	b->next = c->bounce_free;
+	c->bounce_free = b;
+	return on_reply(r, error);
+}
+
+static struct nbd_bounce *bounce_get(struct nbd_conn *c)
+{
+	struct nbd_bounce *b = c->bounce_free;
+
+	if (b) {
+		c->bounce_free = b->next;
+		return b;
+	}
+	if (c->bounces == NBD_BOUNCE_BUFS)
+		return NULL;
+	b = malloc(sizeof(*b) + NBD_GATHER_MAX);
+	if (b)
+		c->bounces++;
+	return b;
+}
+
+/* One command of nbd_plan_commands: from guest memory, or gathered into
+ * a pool buffer (with none free: one command per run, uncopied). */
+static int send_cmd(void *opaque, const struct nbd_cmd *cmd)
+{
+	struct send_ctx *s = opaque;
+	nbd_completion_callback cb = { .callback = on_gather_reply };
+	struct nbd_bounce *b;
+	int64_t cookie;
+
+	if (cmd->buf)
+		return send_one(s, cmd->buf, cmd->len, cmd->off);
+	b = bounce_get(s->c);
+	if (!b)
+		return nbd_plan_segments(cmd->iov, cmd->iovcnt, cmd->off,
+					 s->c->disk->max_payload, send_one, s);
+	*b = (struct nbd_bounce){ .r = s->r, .iov = cmd->iov, .iovcnt = cmd->iovcnt };
+	cb.user_data = b;
+	s->r->drv[R_LEFT]++;
+	if (s->r->op == BLK_OP_READ)
+		cookie = nbd_aio_pread(s->c->h, b->data, cmd->len, cmd->off, cb, 0);
+	else {
+		char *p = b->data;
+
+		for (unsigned int i = 0; i < cmd->iovcnt; i++) {
+			memcpy(p, cmd->iov[i].iov_base, cmd->iov[i].iov_len);
+			p += cmd->iov[i].iov_len;
+		}
+		cookie = nbd_aio_pwrite(s->c->h, b->data, cmd->len, cmd->off, cb, 0);
+	}
+	if (cookie < 0) {
+		s->r->drv[R_LEFT]--;
+		b->next = s->c->bounce_free;
+		s->c->bounce_free = b;
+		return -(nbd_get_errno() ? nbd_get_errno() : EIO);
+	}
+	return 0;
+}
+
 /* Sends r on c's ready connection. Returns 0 when every command went out
  * (or r was handed back to pending, the connection having died). */
 static int send_req(struct nbd_conn *c, struct blk_dreq *r)
@@ -381,8 +484,8 @@ static int send_req(struct nbd_conn *c, struct blk_dreq *r)
 	switch (r->op) {
 	case BLK_OP_READ:
 	case BLK_OP_WRITE:
-		ret = nbd_plan_segments(r->iov, r->iovcnt, r->offset, d->max_payload,
-					send_one, &s);
+		ret = nbd_plan_commands(r->iov, r->iovcnt, r->offset, d->max_payload,
+					d->gather, send_cmd, &s);
 		break;
 	case BLK_OP_FLUSH:
 		r->drv[R_LEFT]++;

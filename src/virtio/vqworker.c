@@ -313,7 +313,10 @@ static void *queue_thread(void *arg)
 		answer = !stop && w->answer_due && low_depth(w);
 		ns = stop ? 0 : spin_ns(w, last, answer);
 		busy = ns && spin_ring(w, ns);
-		ready = !busy && blkq_spin(w->bq, 0, NULL, NULL);
+		/* A thread that never spins (poll-us=0) sends what it queued
+		 * with its sleep, in one io_uring_enter instead of two. */
+		ready = !busy && (w->spin_ns ? blkq_spin(w->bq, 0, NULL, NULL) :
+				  blkq_ready(w->bq));
 		/* (a spin that a completion ended before the driver answered
 		 * tells nothing) */
 		if (answer && ns && ns == w->spin_ns && !ready)

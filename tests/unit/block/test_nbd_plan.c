@@ -1,5 +1,6 @@
-/* Unit tests of the NBD driver's pure parts: iovecs into commands, and
- * the reconnect timing (backoff, timeout, outage vs. first connect). */
+/* Unit tests of the NBD driver's pure parts: iovecs into commands (one
+ * per run, or short runs gathered), and the reconnect timing (backoff,
+ * timeout, outage vs. first connect). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -69,6 +70,96 @@ static void test_segments(void **state)
 	assert_int_equal(ngot, 0);
 }
 
+static struct nbd_cmd cmds[64];
+static int ncmds;
+
+static int rec_cmd(void *opaque, const struct nbd_cmd *cmd)
+{
+	if (ncmds == fail_at)
+		return -5;
+	cmds[ncmds++] = *cmd;
+	return 0;
+}
+
+/* Short runs that follow one another are gathered up to the limit; a
+ * long run goes from guest memory, split at max; a gathered command of one
+ * run goes from guest memory too. */
+static void test_gather(void **state)
+{
+	static char m[1 << 20];
+	struct iovec v[] = {
+		{ m, 4096 }, { m + 8192, 4096 },	/* 0, 1: two runs */
+		{ m + 12288, 0 },			/* 2: empty */
+		{ m + 16384, 4096 },			/* 3: a third: 12k, full */
+		{ m + 24576, 4096 },			/* 4: over 12k: next one */
+		{ m + 65536, 20000 },			/* 5: long, split at 16k */
+		{ m + 131072, 1024 },			/* 6: alone: direct */
+	};
+	uint64_t sum = 0;
+
+	ncmds = 0;
+	fail_at = -1;
+	assert_int_equal(nbd_plan_commands(v, 7, 512, 16384, 12288, rec_cmd, NULL), 0);
+	assert_int_equal(ncmds, 5);
+	/* 0-3 gathered (the empty iovec among them) */
+	assert_null(cmds[0].buf);
+	assert_ptr_equal(cmds[0].iov, v);
+	assert_int_equal(cmds[0].iovcnt, 4);
+	assert_int_equal(cmds[0].len, 12288);
+	assert_int_equal(cmds[0].off, 512);
+	/* 4 alone before a long run: from guest memory */
+	assert_ptr_equal(cmds[1].buf, m + 24576);
+	assert_int_equal(cmds[1].len, 4096);
+	assert_ptr_equal(cmds[2].buf, m + 65536);
+	assert_int_equal(cmds[2].len, 16384);
+	assert_ptr_equal(cmds[3].buf, m + 65536 + 16384);
+	assert_int_equal(cmds[3].len, 20000 - 16384);
+	assert_ptr_equal(cmds[4].buf, m + 131072);
+	assert_int_equal(cmds[4].len, 1024);
+	for (int i = 0; i < ncmds; i++) {
+		if (i)
+			assert_int_equal(cmds[i].off, cmds[i - 1].off + cmds[i - 1].len);
+		sum += cmds[i].len;
+	}
+	assert_int_equal(sum, 4 * 4096 + 20000 + 1024);
+	/* gather 0: one command per run, as nbd_plan_segments */
+	ncmds = 0;
+	assert_int_equal(nbd_plan_commands(v, 7, 0, 16384, 0, rec_cmd, NULL), 0);
+	assert_int_equal(ncmds, 7);
+	for (int i = 0; i < ncmds; i++)
+		assert_non_null(cmds[i].buf);
+	/* a contiguous 64k of 4k iovecs is one run: from guest memory */
+	struct iovec c[16];
+	for (int i = 0; i < 16; i++)
+		c[i] = (struct iovec){ m + i * 4096, 4096 };
+	ncmds = 0;
+	assert_int_equal(nbd_plan_commands(c, 16, 0, 1 << 20, 131072, rec_cmd, NULL), 0);
+	assert_int_equal(ncmds, 1);
+	assert_ptr_equal(cmds[0].buf, m);
+	assert_int_equal(cmds[0].len, 65536);
+	/* sixteen scattered 4k pieces: one gathered command */
+	for (int i = 0; i < 16; i++)
+		c[i] = (struct iovec){ m + i * 8192, 4096 };
+	ncmds = 0;
+	assert_int_equal(nbd_plan_commands(c, 16, 0, 1 << 20, 131072, rec_cmd, NULL), 0);
+	assert_int_equal(ncmds, 1);
+	assert_null(cmds[0].buf);
+	assert_int_equal(cmds[0].iovcnt, 16);
+	assert_int_equal(cmds[0].len, 65536);
+	/* leading empty iovecs: the single run goes direct from its data */
+	struct iovec e[] = { { m + 500, 0 }, { m + 4096, 512 } };
+	ncmds = 0;
+	assert_int_equal(nbd_plan_commands(e, 2, 0, 16384, 4096, rec_cmd, NULL), 0);
+	assert_int_equal(ncmds, 1);
+	assert_ptr_equal(cmds[0].buf, m + 4096);
+	/* the first error stops the plan */
+	ncmds = 0;
+	fail_at = 1;
+	assert_int_equal(nbd_plan_commands(v, 7, 0, 16384, 12288, rec_cmd, NULL), -5);
+	assert_int_equal(ncmds, 1);
+	fail_at = -1;
+}
+
 #define MS 1000000ull
 #define S 1000000000ull
 
@@ -132,6 +223,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_segments),
+		cmocka_unit_test(test_gather),
 		cmocka_unit_test(test_backoff_and_timeout),
 		cmocka_unit_test(test_fresh),
 	};
