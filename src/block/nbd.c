@@ -59,7 +59,7 @@ struct nbd_conn {
 	struct blk_dreq **pending_tail;
 	struct blk_queue *cur;		/* the queue whose thread holds lock */
 	uint64_t gen;			/* handles made: fd numbers are reused */
-	unsigned int users;		/* contexts attached */
+	unsigned int users;		/* contexts attached (atomic) */
 };
 
 struct nbd_disk {
@@ -275,7 +275,7 @@ static int nbd_attach(struct blk_att *att)
 		c = d->conns[d->next++ % d->nconns];
 	}
 	if (c)
-		c->users++;
+		__atomic_add_fetch(&c->users, 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&d->lock);
 	if (!c) {
 		free(x);
@@ -485,14 +485,20 @@ static void service(struct nbd_conn *c)
 	}
 }
 
-/* Arms att's watches (and its timer while the server is away) for as long
- * as it has requests out. Called with c->lock held. */
+/* Arms att's socket watches while it has requests out or the connection
+ * has commands of any queue in flight, and its timer while the server is
+ * away and it has requests waiting. Called with c->lock held, last thing
+ * after every libnbd call: on a shared connection the thread that just
+ * moved libnbd's state may be the only one that sees it now wants to
+ * write (another queue's commands waiting for the socket); if that thread
+ * stopped watching because its own requests were done, nobody would send
+ * them and they would wait for ever. */
 static void arm(struct blk_att *att, struct nbd_conn *c)
 {
 	struct nbd_ctx *x = att->ctx;
 	uint64_t now, due;
 
-	if (!att->inflight)
+	if (!att->inflight && !(c->h && nbd_aio_in_flight(c->h) > 0))
 		return;
 	if (c->h && nbd_aio_get_fd(c->h) >= 0) {
 		int fd = nbd_aio_get_fd(c->h);
@@ -513,7 +519,7 @@ static void arm(struct blk_att *att, struct nbd_conn *c)
 		if ((dir & LIBNBD_AIO_DIRECTION_WRITE) && !blkq_armed(att, W_WRITE))
 			blkq_watch(att, W_WRITE, fd, POLLOUT);
 	}
-	if (!live(c->h) && !blkq_armed(att, W_TIMER)) {
+	if (att->inflight && !live(c->h) && !blkq_armed(att, W_TIMER)) {
 		now = mono_ns();
 		due = nbd_rc_next_event(&c->rc, now);
 		blkq_timer(att, W_TIMER, due > now ? due - now : 1000000);
@@ -575,6 +581,22 @@ static int nbd_submit(struct blk_att *att, struct blk_dreq *r)
 	return ret;
 }
 
+/* Whether c's socket has data (or a hang-up) to read now. libnbd 1.14
+ * must not be told the socket is readable when it is not: from READY it
+ * then starts a reply and waits in it, and commands queued meanwhile are
+ * not sent until a reply comes; with none outstanding, none ever does.
+ * On a shared connection every queue's watch fires for the same data and
+ * the first thread to take the lock reads it all, so the others look
+ * first. Alone on it, a watch that fired is the truth. */
+static bool readable_now(struct nbd_conn *c)
+{
+	struct pollfd p = { .fd = nbd_aio_get_fd(c->h), .events = POLLIN };
+
+	if (__atomic_load_n(&c->users, __ATOMIC_RELAXED) < 2)
+		return true;
+	return p.fd >= 0 && poll(&p, 1, 0) > 0;
+}
+
 static void nbd_event(struct blk_att *att, unsigned int idx, int res)
 {
 	struct nbd_conn *c = ((struct nbd_ctx *)att->ctx)->c;
@@ -582,7 +604,7 @@ static void nbd_event(struct blk_att *att, unsigned int idx, int res)
 	lock_conn(c, att);
 	if (res == -ECANCELED)
 		;	/* a watch moved off an old socket: re-armed below */
-	else if (c->h && idx == W_READ)
+	else if (c->h && idx == W_READ && readable_now(c))
 		nbd_aio_notify_read(c->h);	/* -1: service() sees it */
 	else if (c->h && idx == W_WRITE)
 		nbd_aio_notify_write(c->h);
@@ -642,7 +664,7 @@ static void nbd_detach(struct blk_att *att)
 	}
 	unlock_conn(c);
 	pthread_mutex_lock(&d->lock);
-	c->users--;
+	__atomic_sub_fetch(&c->users, 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&d->lock);
 	free(x);
 	att->ctx = NULL;
