@@ -24,7 +24,14 @@
  * after 100 ms, doubling to 2 s between attempts; once the server has been
  * unreachable for timeout= seconds, the waiting requests fail with EIO and
  * new ones fail at once until a reconnect succeeds. Errors the server
- * returns on a live connection reach the guest at once. */
+ * returns on a live connection reach the guest at once.
+ *
+ * A server that comes back different: each connection plans its commands
+ * on the export as its own handshake found it (nbd_plan.c), so a request
+ * past the end of an export that shrank, not aligned to a larger minimum
+ * block, or writing to an export now read-only fails with EIO without
+ * reaching the server; the disk keeps the size the guest was told at open.
+ * Each change is logged once. */
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -54,6 +61,7 @@ struct nbd_conn {
 	pthread_mutex_t lock;
 	struct nbd_disk *disk;
 	struct nbd_handle *h;		/* NULL while down */
+	struct nbd_export ex;		/* as h's handshake found it */
 	struct nbd_reconnect rc;	/* nbd_plan.h: when to try, give up */
 	struct blk_dreq *pending;	/* waiting for a connection */
 	struct blk_dreq **pending_tail;
@@ -64,24 +72,25 @@ struct nbd_conn {
 
 struct nbd_disk {
 	char *uri;
-	uint64_t max_payload;
-	bool can_flush, can_trim, can_zero, can_fast_zero, multi_conn;
+	struct nbd_export ex;		/* at open: what the guest was told */
 	uint64_t timeout_ns;
 	pthread_mutex_t lock;		/* conns[], nconns, next */
 	struct nbd_conn *conns[NBD_MAX_CONNS];
 	unsigned int nconns, next;
 	struct nbd_handle *first;	/* open()'s connection, for the first */
+	pthread_mutex_t seen_lock;	/* seen; taken under no other lock */
+	struct nbd_export seen;		/* the export as last logged */
 	/* counters (atomic) */
 	uint64_t reconnects, retried, failed;
 };
 
 /* A queue's context: its connection, the requests of its own that the
- * driver holds (atomic: finished from other threads), the fd its socket
- * watches are on. */
+ * driver holds (atomic: finished from other threads), the handle its
+ * socket watches are on. */
 struct nbd_ctx {
 	struct nbd_conn *c;
 	unsigned int owned;
-	uint64_t watch_gen;	/* the handle its socket watches are on */
+	uint64_t watch_gen;	/* c->gen when its watches were armed */
 };
 
 static struct nbd_conn *conn_of(const struct blk_dreq *r)
@@ -111,6 +120,26 @@ static struct nbd_handle *new_handle(void)
 	return h;
 }
 
+/* The handle's view of the export, after its handshake. */
+static void read_export(struct nbd_handle *h, struct nbd_export *e)
+{
+	int64_t size = nbd_get_size(h);
+	int64_t min = nbd_get_block_size(h, LIBNBD_SIZE_MINIMUM);
+	int64_t max = nbd_get_block_size(h, LIBNBD_SIZE_MAXIMUM);
+
+	*e = (struct nbd_export){
+		.size = size > 0 ? (uint64_t)size : 0,
+		.min_block = min > 0 ? (uint32_t)min : 1,
+		.max_payload = max > 0 && (uint64_t)max < NBD_DEFAULT_MAX_PAYLOAD ?
+			       (uint64_t)max : NBD_DEFAULT_MAX_PAYLOAD,
+		.ro = nbd_is_read_only(h) == 1,
+		.can_flush = nbd_can_flush(h) == 1,
+		.can_trim = nbd_can_trim(h) == 1,
+		.can_zero = nbd_can_zero(h) == 1,
+		.multi_conn = nbd_can_multi_conn(h) == 1,
+	};
+}
+
 static int open_fail(char *err, size_t errlen, const char *uri,
 		     const char *what, int ret)
 {
@@ -119,13 +148,20 @@ static int open_fail(char *err, size_t errlen, const char *uri,
 	return ret;
 }
 
+static int libnbd_err(void)
+{
+	return nbd_get_errno() ? -nbd_get_errno() : -EIO;
+}
+
 static int nbd_open_disk(struct blk_backend *be, const struct disk_cfg *cfg,
 			 char *err, size_t errlen)
 {
 	struct nbd_disk *d = calloc(1, sizeof(*d));
 	struct nbd_handle *h = new_handle();
+	unsigned int secs = cfg->timeout_set ? cfg->timeout_s : CONFIG_NBD_TIMEOUT_DEFAULT;
 	uint64_t hash = 0xcbf29ce484222325ull;
-	int64_t size, pref;
+	uint32_t bs;
+	int64_t pref;
 	int ret = -EIO;
 
 	if (!d || !h || !(d->uri = strdup(cfg->path))) {
@@ -134,43 +170,40 @@ static int nbd_open_disk(struct blk_backend *be, const struct disk_cfg *cfg,
 		goto fail;
 	}
 	if (nbd_connect_uri(h, cfg->path) < 0) {
-		int e = nbd_get_errno();
-
-		ret = open_fail(err, errlen, cfg->path, "cannot connect", e ? -e : -EIO);
+		ret = open_fail(err, errlen, cfg->path, "cannot connect", libnbd_err());
 		goto fail;
 	}
-	size = nbd_get_size(h);
-	if (size < 512 || size % 512) {
-		snprintf(err, errlen, "%s: export size %" PRId64 " is not a positive multiple of 512 bytes",
-			 cfg->path, size);
-		ret = -EINVAL;
+	read_export(h, &d->ex);
+	/* A server's minimum block size up to 4 KiB becomes the disk's
+	 * logical block size, so that guests send only what it takes. */
+	bs = d->ex.min_block <= 512 ? 512 : d->ex.min_block;
+	ret = -EINVAL;
+	if (bs > 4096) {
+		snprintf(err, errlen, "%s: the export's minimum block size %" PRIu32 " is more than 4096 bytes",
+			 cfg->path, bs);
 		goto fail;
 	}
-	if (nbd_is_read_only(h) == 1 && !cfg->ro) {
+	if (d->ex.size < bs || d->ex.size % bs) {
+		snprintf(err, errlen, "%s: export size %" PRIu64 " is not a positive multiple of %" PRIu32 " bytes",
+			 cfg->path, d->ex.size, bs);
+		goto fail;
+	}
+	if (d->ex.ro && !cfg->ro) {
 		snprintf(err, errlen, "%s: the NBD server exports it read-only; add ro", cfg->path);
 		ret = -EROFS;
 		goto fail;
 	}
-	d->can_flush = nbd_can_flush(h) == 1;
-	d->can_trim = nbd_can_trim(h) == 1;
-	d->can_zero = nbd_can_zero(h) == 1;
-	d->can_fast_zero = nbd_can_fast_zero(h) == 1;
-	d->multi_conn = nbd_can_multi_conn(h) == 1;
-	d->max_payload = nbd_get_block_size(h, LIBNBD_SIZE_MAXIMUM) > 0 ?
-			 (uint64_t)nbd_get_block_size(h, LIBNBD_SIZE_MAXIMUM) :
-			 NBD_DEFAULT_MAX_PAYLOAD;
-	if (d->max_payload > NBD_DEFAULT_MAX_PAYLOAD)
-		d->max_payload = NBD_DEFAULT_MAX_PAYLOAD;
-	d->timeout_ns = (uint64_t)(cfg->timeout_set ? cfg->timeout_s :
-				   CONFIG_NBD_TIMEOUT_DEFAULT) * 1000000000ull;
+	d->seen = d->ex;
+	d->timeout_ns = secs * 1000000000ull;
 	pthread_mutex_init(&d->lock, NULL);
+	pthread_mutex_init(&d->seen_lock, NULL);
 	d->first = h;
 	pref = nbd_get_block_size(h, LIBNBD_SIZE_PREFERRED);
-	be->size = (uint64_t)size;
-	be->block_size = 512;
-	be->phys_block_size = pref == 4096 ? 4096 : 512;
+	be->size = d->ex.size;
+	be->block_size = bs;
+	be->phys_block_size = pref >= 4096 ? 4096 : bs;
 	be->ro = cfg->ro;
-	be->discard_ok = d->can_trim;
+	be->discard_ok = d->ex.can_trim;
 	be->discard_zeroes = false;	/* a trim need not read back zeroes */
 	for (const char *p = cfg->path; *p; p++)
 		hash = (hash ^ (uint8_t)*p) * 0x100000001b3ull;
@@ -201,6 +234,7 @@ static void nbd_close_disk(struct blk_backend *be)
 		conn_free(d->conns[i]);
 	nbd_close(d->first);
 	pthread_mutex_destroy(&d->lock);
+	pthread_mutex_destroy(&d->seen_lock);
 	if (d->reconnects || d->retried || d->failed)
 		pr_info("%s: NBD reconnects=%" PRIu64 " requests resent=%" PRIu64
 			" failed=%" PRIu64, d->uri, d->reconnects, d->retried, d->failed);
@@ -216,8 +250,6 @@ static int nbd_flush_disk(struct blk_backend *be)
 	struct nbd_disk *d = be->priv;
 	int ret = 0;
 
-	if (!d->can_flush)
-		return 0;
 	pthread_mutex_lock(&d->lock);
 	for (unsigned int i = 0; i < d->nconns; i++) {
 		struct nbd_conn *c = d->conns[i];
@@ -225,8 +257,9 @@ static int nbd_flush_disk(struct blk_backend *be)
 		pthread_mutex_lock(&c->lock);
 		c->cur = NULL;
 		if (live(c->h)) {
-			if (nbd_flush(c->h, 0) < 0 && !ret)
-				ret = nbd_get_errno() ? -nbd_get_errno() : -EIO;
+			/* a server without flush writes through */
+			if (c->ex.can_flush && nbd_flush(c->h, 0) < 0 && !ret)
+				ret = libnbd_err();
 		} else if (c->rc.down && !c->rc.fresh && !ret) {
 			/* writes it completed before it dropped cannot be
 			 * flushed from here */
@@ -247,6 +280,8 @@ static struct nbd_conn *conn_new(struct nbd_disk *d, struct nbd_handle *h)
 	pthread_mutex_init(&c->lock, NULL);
 	c->disk = d;
 	c->h = h;
+	if (h)
+		c->ex = d->ex;	/* open()'s handle */
 	c->pending_tail = &c->pending;
 	/* Without a handle the first attempt is due now. */
 	nbd_rc_init(&c->rc, d->timeout_ns);
@@ -265,7 +300,7 @@ static int nbd_attach(struct blk_att *att)
 		return -ENOMEM;
 
 	pthread_mutex_lock(&d->lock);
-	if (d->first || (d->multi_conn && d->nconns < NBD_MAX_CONNS) || !d->nconns) {
+	if (d->first || (d->ex.multi_conn && d->nconns < NBD_MAX_CONNS) || !d->nconns) {
 		c = conn_new(d, d->first);
 		if (c) {
 			d->first = NULL;
@@ -281,8 +316,9 @@ static int nbd_attach(struct blk_att *att)
 		free(x);
 		return -ENOMEM;
 	}
+	/* x->watch_gen stays 0, unread: arm() sets it under c->lock
+	 * before it arms a watch and compares it only while one is armed. */
 	x->c = c;
-	x->watch_gen = c->gen;
 	att->ctx = x;
 	return 0;
 }
@@ -342,82 +378,75 @@ static int on_reply(void *user_data, int *error)
 	return 1;
 }
 
+_Static_assert(NBD_PLAN_FLAG_NO_HOLE == LIBNBD_CMD_FLAG_NO_HOLE,
+	       "nbd_plan's flags are the protocol's, as libnbd's are");
+
 struct send_ctx {
 	struct nbd_conn *c;
 	struct blk_dreq *r;
 };
 
-static int send_one(void *opaque, void *buf, uint64_t len, uint64_t off)
+/* One command of a request (nbd_plan_request's send). */
+static int send_cmd(void *opaque, const struct nbd_cmd *cmd)
 {
 	struct send_ctx *s = opaque;
+	struct nbd_handle *h = s->c->h;
 	nbd_completion_callback cb = { .callback = on_reply, .user_data = s->r };
-	int64_t cookie;
+	int64_t cookie = -1;
 
 	s->r->drv[R_LEFT]++;
-	if (s->r->op == BLK_OP_READ)
-		cookie = nbd_aio_pread(s->c->h, buf, len, off, cb, 0);
-	else
-		cookie = nbd_aio_pwrite(s->c->h, buf, len, off, cb, 0);
+	switch (cmd->cmd) {
+	case NBD_PLAN_READ:
+		cookie = nbd_aio_pread(h, cmd->buf, cmd->len, cmd->off, cb, 0);
+		break;
+	case NBD_PLAN_WRITE:
+		cookie = nbd_aio_pwrite(h, cmd->buf, cmd->len, cmd->off, cb, 0);
+		break;
+	case NBD_PLAN_FLUSH:
+		cookie = nbd_aio_flush(h, cb, 0);
+		break;
+	case NBD_PLAN_TRIM:
+		cookie = nbd_aio_trim(h, cmd->len, cmd->off, cb, 0);
+		break;
+	case NBD_PLAN_ZERO:
+		cookie = nbd_aio_zero(h, cmd->len, cmd->off, cb, cmd->flags);
+		break;
+	}
 	if (cookie < 0) {
 		s->r->drv[R_LEFT]--;
-		return -(nbd_get_errno() ? nbd_get_errno() : EIO);
+		return libnbd_err();
 	}
 	return 0;
 }
 
-/* Sends r on c's ready connection. Returns 0 when every command went out
- * (or r was handed back to pending, the connection having died). */
-static int send_req(struct nbd_conn *c, struct blk_dreq *r)
+/* Sends r on c's ready connection, planned on the export as that
+ * connection found it. r is finished here if nothing went out, or handed
+ * back to pending if the connection died meanwhile. */
+static void send_req(struct nbd_conn *c, struct blk_dreq *r)
 {
-	struct nbd_disk *d = c->disk;
-	nbd_completion_callback cb = { .callback = on_reply, .user_data = r };
 	struct send_ctx s = { c, r };
-	int64_t cookie = 0;
-	int ret = 0, none = 0;
+	int ret, none = 0;
 
 	r->drv[R_LEFT] = 1;	/* held until all are sent */
 	r->drv[R_ERR] = 0;
 	r->drv[R_LOST] = 0;
-	switch (r->op) {
-	case BLK_OP_READ:
-	case BLK_OP_WRITE:
-		ret = nbd_plan_segments(r->iov, r->iovcnt, r->offset, d->max_payload,
-					send_one, &s);
-		break;
-	case BLK_OP_FLUSH:
-		r->drv[R_LEFT]++;
-		cookie = nbd_aio_flush(c->h, cb, 0);
-		break;
-	case BLK_OP_DISCARD:
-		r->drv[R_LEFT]++;
-		cookie = nbd_aio_trim(c->h, r->len, r->offset, cb, 0);
-		break;
-	default:	/* WRITE_ZEROES, ZERO_UNMAP */
-		r->drv[R_LEFT]++;
-		cookie = nbd_aio_zero(c->h, r->len, r->offset, cb,
-				      r->op == BLK_OP_WRITE_ZEROES ? LIBNBD_CMD_FLAG_NO_HOLE : 0);
-		break;
-	}
-	if (cookie < 0) {
-		r->drv[R_LEFT]--;
-		ret = -(nbd_get_errno() ? nbd_get_errno() : EIO);
-	}
-	if (ret && (conn_error(-ret) || !live(c->h)))
+	ret = nbd_plan_request(&c->ex, r->op, r->iov, r->iovcnt, r->offset, r->len,
+			       send_cmd, &s);
+	if (ret == NBD_PLAN_NOTHING)
+		ret = 0;
+	if (ret && (conn_error(-ret) || !live(c->h))) {
 		r->drv[R_LOST] = 1;	/* the connection went: again later */
-	else if (ret && !r->drv[R_ERR])
+	} else if (ret && !r->drv[R_ERR]) {
 		r->drv[R_ERR] = (uint64_t)-ret;
+	}
 	/* drop the hold: on_reply's logic finishes it if nothing is out */
 	on_reply(r, &none);
-	return 0;
 }
 
-/* The connection's state machine (under c->lock): notices a dead handle,
- * starts and finishes reconnects, resends waiting requests, fails them
- * once the server has been gone past the timeout. */
-static void service(struct nbd_conn *c)
+/* Drops c's handle if it died or its handshake failed. */
+static void drop_bad_handle(struct nbd_conn *c, uint64_t now)
 {
 	struct nbd_disk *d = c->disk;
-	uint64_t now = mono_ns();
 
 	if (c->h && (nbd_aio_is_dead(c->h) || nbd_aio_is_closed(c->h))) {
 		pr_warn_rated("%s: NBD connection lost (%s); reconnecting", d->uri,
@@ -426,63 +455,140 @@ static void service(struct nbd_conn *c)
 		c->h = NULL;
 		nbd_rc_lost(&c->rc, now, false);
 	}
-	if (c->h && nbd_aio_is_connecting(c->h))
-		return;
-	if (c->h && !live(c->h)) {
+	if (c->h && !live(c->h) && nbd_aio_is_connecting(c->h) != 1) {
 		nbd_close(c->h);	/* a handshake that failed */
 		c->h = NULL;
 		nbd_rc_failed(&c->rc, now);
 	}
-	if (!c->h && nbd_rc_try_now(&c->rc, now)) {
-		c->h = new_handle();
-		c->gen++;
-		if (c->h && nbd_aio_connect_uri(c->h, d->uri) < 0) {
-			nbd_close(c->h);
-			c->h = NULL;
-		}
-		if (!c->h)
-			nbd_rc_failed(&c->rc, now);
-		else if (nbd_aio_is_connecting(c->h))
-			return;
+}
+
+/* Starts a connection if one is due; returns whether it did. */
+static bool try_connect(struct nbd_conn *c, uint64_t now)
+{
+	if (c->h || !nbd_rc_try_now(&c->rc, now))
+		return false;
+	c->h = new_handle();
+	c->gen++;
+	if (c->h && nbd_aio_connect_uri(c->h, c->disk->uri) == 0)
+		return true;
+	pr_warn_rated("%s: NBD reconnect failed (%s)", c->disk->uri,
+		      nbd_get_error() ? nbd_get_error() : "out of memory");
+	nbd_close(c->h);
+	c->h = NULL;
+	nbd_rc_failed(&c->rc, now);
+	return false;
+}
+
+/* Logs, once per change, that an export came back different from how it
+ * was last seen, and what that does to requests. */
+static void report_changes(struct nbd_conn *c)
+{
+	struct nbd_disk *d = c->disk;
+	const struct nbd_export *now = &c->ex;
+	struct nbd_export was;
+	unsigned int ch;
+	char msg[512];
+	int n = 0;
+
+	pthread_mutex_lock(&d->seen_lock);
+	was = d->seen;
+	ch = nbd_plan_export_changes(&was, now);
+	d->seen = *now;
+	pthread_mutex_unlock(&d->seen_lock);
+	if (!ch)
+		return;
+	if (ch & NBD_CHANGED_SIZE)
+		n += snprintf(msg + n, sizeof(msg) - n, "; size %" PRIu64 " -> %" PRIu64 " bytes%s",
+			      was.size, now->size, now->size < d->ex.size ?
+			      " (requests past its end fail with EIO)" : "");
+	if ((ch & NBD_CHANGED_RO) && n < (int)sizeof(msg))
+		n += snprintf(msg + n, sizeof(msg) - n, "; %s", now->ro ?
+			      "now read-only (writes fail with EIO)" : "writable again");
+	if ((ch & NBD_CHANGED_MIN_BLOCK) && n < (int)sizeof(msg))
+		n += snprintf(msg + n, sizeof(msg) - n, "; minimum block %" PRIu32 " -> %" PRIu32
+			      " bytes (requests not aligned to it fail with EIO)",
+			      was.min_block, now->min_block);
+	if ((ch & NBD_CHANGED_FEATURES) && n < (int)sizeof(msg))
+		n += snprintf(msg + n, sizeof(msg) - n,
+			      "; flush %s, trim %s, zero %s (what it lacks is unsupported)",
+			      now->can_flush ? "yes" : "no", now->can_trim ? "yes" : "no",
+			      now->can_zero ? "yes" : "no");
+	if ((ch & NBD_CHANGED_MULTI_CONN) && n < (int)sizeof(msg))
+		snprintf(msg + n, sizeof(msg) - n, "; multi-conn %s", now->multi_conn ?
+			 "offered" : "no longer offered (a FLUSH covers its own queue's connection only)");
+	pr_warn("%s: the NBD export changed%s", d->uri, msg);
+}
+
+/* c's handle finished its handshake: the end of an outage (or a first
+ * connect); the export is read again, it may have changed. */
+static void came_up(struct nbd_conn *c)
+{
+	if (!c->rc.down)
+		return;
+	read_export(c->h, &c->ex);
+	report_changes(c);
+	if (nbd_rc_up(&c->rc)) {
+		__atomic_add_fetch(&c->disk->reconnects, 1, __ATOMIC_RELAXED);
+		pr_warn_rated("%s: NBD connection back", c->disk->uri);
 	}
-	if (live(c->h)) {
-		if (nbd_rc_up(&c->rc)) {
-			__atomic_add_fetch(&d->reconnects, 1, __ATOMIC_RELAXED);
-			pr_warn_rated("%s: NBD connection back", d->uri);
-		}
-		/* Each waiting request once: one that comes back (its
-		 * connection failed while it went out) waits for the next
-		 * pass, not for this loop. */
+}
+
+/* Sends each waiting request once: one that comes back (its connection
+ * failed while it went out) waits for the next pass, not for this loop. */
+static void resend(struct nbd_conn *c)
+{
+	struct blk_dreq *r = c->pending, *next;
+
+	c->pending = NULL;
+	c->pending_tail = &c->pending;
+	for (; r; r = next) {
+		next = r->next;
+		if (live(c->h))
+			send_req(c, r);
+		else
+			pend(c, r);
+	}
+}
+
+/* Fails the waiting requests once the server has been away too long. */
+static void expire(struct nbd_conn *c, uint64_t now)
+{
+	struct nbd_disk *d = c->disk;
+	unsigned int n = 0;
+
+	if (!nbd_rc_expired(&c->rc, now) || !c->pending)
+		return;
+	while (c->pending) {
 		struct blk_dreq *r = c->pending;
 
-		c->pending = NULL;
-		c->pending_tail = &c->pending;
-		while (r) {
-			struct blk_dreq *next = r->next;
+		c->pending = r->next;
+		finish(c, r, -EIO);
+		n++;
+	}
+	c->pending_tail = &c->pending;
+	__atomic_add_fetch(&d->failed, n, __ATOMIC_RELAXED);
+	pr_warn_rated("%s: NBD server unreachable for %" PRIu64 " s: %u requests failed",
+		      d->uri, d->timeout_ns / 1000000000u, n);
+}
 
-			if (live(c->h))
-				send_req(c, r);
-			else
-				pend(c, r);
-			r = next;
-		}
+/* The connection's state machine (under c->lock): notices a dead handle,
+ * starts and finishes reconnects, resends waiting requests, fails them
+ * once the server has been gone past the timeout. */
+static void service(struct nbd_conn *c)
+{
+	uint64_t now = mono_ns();
+
+	drop_bad_handle(c, now);
+	if (c->h && nbd_aio_is_connecting(c->h) == 1)
+		return;
+	if (try_connect(c, now))
+		drop_bad_handle(c, now);	/* refused at once */
+	if (live(c->h)) {
+		came_up(c);
+		resend(c);
 		return;
 	}
-	if (nbd_rc_expired(&c->rc, now) && c->pending) {
-		unsigned int n = 0;
-
-		while (c->pending) {
-			struct blk_dreq *r = c->pending;
-
-			c->pending = r->next;
-			finish(c, r, -EIO);
-			n++;
-		}
-		c->pending_tail = &c->pending;
-		__atomic_add_fetch(&d->failed, n, __ATOMIC_RELAXED);
-		pr_warn_rated("%s: NBD server unreachable for %" PRIu64 " s: %u requests failed",
-			      d->uri, d->timeout_ns / 1000000000u, n);
-	}
+	expire(c, now);
 }
 
 /* Arms att's socket watches while it has requests out or the connection
@@ -545,14 +651,8 @@ static int nbd_submit(struct blk_att *att, struct blk_dreq *r)
 	struct nbd_disk *d = c->disk;
 	int ret = 0;
 
-	if ((r->op == BLK_OP_DISCARD && !d->can_trim) ||
-	    ((r->op == BLK_OP_WRITE_ZEROES || r->op == BLK_OP_ZERO_UNMAP) && !d->can_zero))
-		return -EOPNOTSUPP;
-	if (r->op == BLK_OP_FLUSH && !d->can_flush) {
-		/* a server without flush writes through: nothing to do */
-		blkq_dreq_done(r, 0);
-		return 0;
-	}
+	/* What the server offers (flush, trim, zero) is checked when the
+	 * request goes out, on that connection's export (send_req). */
 	lock_conn(c, att);
 	service(c);
 	if (c->h && nbd_aio_is_connecting(c->h) && nbd_rc_expired(&c->rc, mono_ns())) {
@@ -599,15 +699,25 @@ static bool readable_now(struct nbd_conn *c)
 
 static void nbd_event(struct blk_att *att, unsigned int idx, int res)
 {
-	struct nbd_conn *c = ((struct nbd_ctx *)att->ctx)->c;
+	struct nbd_ctx *x = att->ctx;
+	struct nbd_conn *c = x->c;
 
 	lock_conn(c, att);
-	if (res == -ECANCELED)
-		;	/* a watch moved off an old socket: re-armed below */
-	else if (c->h && idx == W_READ && readable_now(c))
-		nbd_aio_notify_read(c->h);	/* -1: service() sees it */
-	else if (c->h && idx == W_WRITE)
+	if (idx != W_TIMER && x->watch_gen != c->gen) {
+		/* A watch on the socket of a handle since closed: arm()
+		 * cancelled it (-ECANCELED) or it fired first. Its result is
+		 * not the new socket's; arm() below watches that one. */
+	} else if (res < 0) {
+		/* -ECANCELED here is not ours (the queue aborting) */
+		if (res != -ECANCELED)
+			pr_warn_rated("%s: NBD socket watch failed: %s", c->disk->uri,
+				      strerror(-res));
+	} else if (c->h && idx == W_READ) {
+		if (readable_now(c))
+			nbd_aio_notify_read(c->h);	/* -1: service() sees it */
+	} else if (c->h && idx == W_WRITE) {
 		nbd_aio_notify_write(c->h);
+	}
 	service(c);
 	arm(att, c);
 	unlock_conn(c);

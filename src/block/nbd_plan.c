@@ -1,5 +1,7 @@
-/* The NBD driver's pure parts: command planning and reconnect timing
- * (nbd_plan.h). */
+/* The NBD driver's pure parts: command planning, export checks and
+ * reconnect timing (nbd_plan.h). */
+#include <errno.h>
+
 #include "block/nbd_plan.h"
 
 int nbd_plan_segments(const struct iovec *iov, unsigned int iovcnt,
@@ -34,6 +36,115 @@ int nbd_plan_segments(const struct iovec *iov, unsigned int iovcnt,
 		}
 	}
 	return 0;
+}
+
+struct seg_ctx {
+	int (*send)(void *opaque, const struct nbd_cmd *cmd);
+	void *opaque;
+	enum nbd_plan_cmd cmd;
+};
+
+static int send_seg(void *opaque, void *buf, uint64_t len, uint64_t off)
+{
+	struct seg_ctx *s = opaque;
+	struct nbd_cmd c = { .cmd = s->cmd, .buf = buf, .len = len, .off = off };
+
+	return s->send(s->opaque, &c);
+}
+
+/* A TRIM or WRITE_ZEROES range, in pieces the protocol can carry. */
+static int send_range(struct nbd_cmd *c, uint64_t offset, uint64_t len,
+		      int (*send)(void *opaque, const struct nbd_cmd *cmd),
+		      void *opaque)
+{
+	while (len) {
+		int ret;
+
+		c->off = offset;
+		c->len = len < NBD_MAX_RANGE ? len : NBD_MAX_RANGE;
+		ret = send(opaque, c);
+		if (ret)
+			return ret;
+		offset += c->len;
+		len -= c->len;
+	}
+	return 0;
+}
+
+static bool in_export(const struct nbd_export *e, uint64_t offset, uint64_t len)
+{
+	if (offset > e->size || len > e->size - offset)
+		return false;
+	return e->min_block <= 1 || (!(offset % e->min_block) && !(len % e->min_block));
+}
+
+int nbd_plan_request(const struct nbd_export *e, enum blk_op op,
+		     const struct iovec *iov, unsigned int iovcnt,
+		     uint64_t offset, uint64_t len,
+		     int (*send)(void *opaque, const struct nbd_cmd *cmd),
+		     void *opaque)
+{
+	struct seg_ctx s = { send, opaque, op == BLK_OP_READ ? NBD_PLAN_READ : NBD_PLAN_WRITE };
+	struct nbd_cmd c = { 0 };
+
+	if (op == BLK_OP_FLUSH) {
+		if (!e->can_flush)
+			return NBD_PLAN_NOTHING;
+		c.cmd = NBD_PLAN_FLUSH;
+		return send(opaque, &c);
+	}
+	if ((op == BLK_OP_DISCARD && !e->can_trim) ||
+	    ((op == BLK_OP_WRITE_ZEROES || op == BLK_OP_ZERO_UNMAP) && !e->can_zero))
+		return -EOPNOTSUPP;
+	if (!in_export(e, offset, len) || (op != BLK_OP_READ && e->ro))
+		return -EIO;
+	switch (op) {
+	case BLK_OP_READ:
+	case BLK_OP_WRITE:
+		return nbd_plan_segments(iov, iovcnt, offset, e->max_payload, send_seg, &s);
+	case BLK_OP_DISCARD:
+		c.cmd = NBD_PLAN_TRIM;
+		break;
+	case BLK_OP_WRITE_ZEROES:
+		/* The guest said not to deallocate (virtio-blk WRITE_ZEROES
+		 * without UNMAP; SCSI WRITE SAME without UNMAP): NO_HOLE. */
+		c.cmd = NBD_PLAN_ZERO;
+		c.flags = NBD_PLAN_FLAG_NO_HOLE;
+		break;
+	case BLK_OP_ZERO_UNMAP:
+		/* Zeroes, deallocated if the server likes (virtio-blk's UNMAP
+		 * flag, SCSI WRITE SAME with UNMAP). Never FAST_ZERO: it asks
+		 * the server to fail at once rather than write zeroes slowly,
+		 * for a client that would then do something else (qemu-img
+		 * skipping a pre-zeroing pass). No guest request means that:
+		 * virtio-blk and SCSI promise zeroes however long it takes,
+		 * and a guest told its zeroing failed would see an I/O error
+		 * on a command the device offered, not a fallback. */
+		c.cmd = NBD_PLAN_ZERO;
+		break;
+	default:
+		return -EINVAL;
+	}
+	return send_range(&c, offset, len, send, opaque);
+}
+
+unsigned int nbd_plan_export_changes(const struct nbd_export *was,
+				     const struct nbd_export *now)
+{
+	unsigned int changed = 0;
+
+	if (was->size != now->size)
+		changed |= NBD_CHANGED_SIZE;
+	if (was->ro != now->ro)
+		changed |= NBD_CHANGED_RO;
+	if (was->min_block != now->min_block)
+		changed |= NBD_CHANGED_MIN_BLOCK;
+	if (was->can_flush != now->can_flush || was->can_trim != now->can_trim ||
+	    was->can_zero != now->can_zero)
+		changed |= NBD_CHANGED_FEATURES;
+	if (was->multi_conn != now->multi_conn)
+		changed |= NBD_CHANGED_MULTI_CONN;
+	return changed;
 }
 
 void nbd_rc_init(struct nbd_reconnect *rc, uint64_t timeout_ns)

@@ -1,6 +1,7 @@
 /* The pure parts of the NBD driver, apart so that unit tests reach them
- * without a server: how a request's iovecs become NBD commands, and when
- * a lost connection is tried again or given up on. */
+ * without a server: how a request becomes NBD commands on an export as a
+ * connection found it, what changed when a reconnect finds it different,
+ * and when a lost connection is tried again or given up on. */
 #ifndef IOVM_BLOCK_NBD_PLAN_H
 #define IOVM_BLOCK_NBD_PLAN_H
 
@@ -8,9 +9,71 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "block/backend.h"
+
 /* Largest command payload when the server names none (and the most iovm
  * sends in one even if it names more): the NBD protocol's advice. */
 #define NBD_DEFAULT_MAX_PAYLOAD (32u << 20)
+/* Largest TRIM or WRITE_ZEROES command: the protocol's length is 32 bits;
+ * a larger range goes as several (1 GiB keeps every piece aligned to any
+ * minimum block size, which is at most 64 KiB). */
+#define NBD_MAX_RANGE (1ull << 30)
+
+/* An export as one connection's handshake described it. */
+struct nbd_export {
+	uint64_t size;		/* bytes */
+	uint32_t min_block;	/* 1 when the server names none */
+	uint64_t max_payload;	/* at most NBD_DEFAULT_MAX_PAYLOAD */
+	bool ro, can_flush, can_trim, can_zero, multi_conn;
+};
+
+/* The commands iovm sends. */
+enum nbd_plan_cmd {
+	NBD_PLAN_READ,
+	NBD_PLAN_WRITE,
+	NBD_PLAN_FLUSH,
+	NBD_PLAN_TRIM,
+	NBD_PLAN_ZERO,
+};
+
+/* Command flags, with the NBD protocol's values (libnbd's
+ * LIBNBD_CMD_FLAG_* are the same numbers). FAST_ZERO is never sent: see
+ * nbd_plan_request. */
+#define NBD_PLAN_FLAG_NO_HOLE (1u << 1)
+
+struct nbd_cmd {
+	enum nbd_plan_cmd cmd;
+	uint32_t flags;
+	void *buf;		/* READ, WRITE */
+	uint64_t len, off;	/* not FLUSH */
+};
+
+/* nbd_plan_request's answer when no command is needed (a FLUSH to a server
+ * that has no flush: it writes through). */
+#define NBD_PLAN_NOTHING 1
+
+/* Plans request op (offset, len; iov for READ/WRITE) on export e and calls
+ * send(opaque, cmd) for each command, stopping at the first non-zero
+ * return, which it returns. Before sending anything it refuses, with
+ * -EOPNOTSUPP, a DISCARD or zeroing the server does not offer and, with
+ * -EIO, a request the export as it is now cannot take: past its end, not
+ * aligned to its minimum block, or writing to a read-only export (a server
+ * that came back different after a reconnect). Returns 0 once all were
+ * sent, or NBD_PLAN_NOTHING. */
+int nbd_plan_request(const struct nbd_export *e, enum blk_op op,
+		     const struct iovec *iov, unsigned int iovcnt,
+		     uint64_t offset, uint64_t len,
+		     int (*send)(void *opaque, const struct nbd_cmd *cmd),
+		     void *opaque);
+
+/* What differs between two handshakes' views of an export, as bits. */
+#define NBD_CHANGED_SIZE 0x1u
+#define NBD_CHANGED_RO 0x2u
+#define NBD_CHANGED_MIN_BLOCK 0x4u
+#define NBD_CHANGED_FEATURES 0x8u	/* flush, trim, zero offered */
+#define NBD_CHANGED_MULTI_CONN 0x10u
+unsigned int nbd_plan_export_changes(const struct nbd_export *was,
+				     const struct nbd_export *now);
 
 /* Calls send(opaque, buf, len, off) for each command of a READ or WRITE
  * of iov at offset: one per run of iovecs contiguous in memory, split at
