@@ -21,10 +21,13 @@
  * Faults: when a connection drops, the requests on it are not failed: they
  * wait and are sent again, whole, on a new connection (reads and writes
  * are idempotent; a FLUSH in flight is sent again too). iovm reconnects
- * after 100 ms, doubling to 2 s between attempts; once the server has been
- * unreachable for timeout= seconds, the waiting requests fail with EIO and
- * new ones fail at once until a reconnect succeeds. Errors the server
- * returns on a live connection reach the guest at once.
+ * after 100 ms, doubling to 2 s between attempts; an attempt that gets no
+ * answer (a host that drops SYNs, a server that accepts and never
+ * negotiates) is abandoned after min(timeout, 10 s). Once the server has
+ * been unreachable for timeout= seconds, the waiting requests fail with
+ * EIO and new ones fail at once until a reconnect succeeds. The first
+ * connection, at open, gets timeout= seconds and then start-up fails.
+ * Errors the server returns on a live connection reach the guest at once.
  *
  * A server that comes back different: each connection plans its commands
  * on the export as its own handshake found it (nbd_plan.c), so a request
@@ -153,6 +156,37 @@ static int libnbd_err(void)
 	return nbd_get_errno() ? -nbd_get_errno() : -EIO;
 }
 
+/* Connects h to uri within secs seconds. nbd_connect_uri has no bound of
+ * its own: a host that drops SYNs or a server that accepts and never
+ * negotiates would hold start-up for ever. (A host name is resolved
+ * inside nbd_aio_connect_uri, which that bound does not cover.) */
+static int connect_within(struct nbd_handle *h, const char *uri,
+			  unsigned int secs, char *err, size_t errlen)
+{
+	uint64_t until = mono_ns() + secs * 1000000000ull;
+
+	if (nbd_aio_connect_uri(h, uri) < 0)
+		return open_fail(err, errlen, uri, "cannot connect", libnbd_err());
+	while (nbd_aio_is_connecting(h) == 1) {
+		uint64_t now = mono_ns(), ms;
+
+		if (now >= until) {
+			snprintf(err, errlen, "%s: cannot connect: no answer from the NBD server within %u s (timeout=)",
+				 uri, secs);
+			return -ETIMEDOUT;
+		}
+		ms = (until - now + 999999) / 1000000;
+		if (nbd_poll(h, ms > INT32_MAX ? INT32_MAX : (int)ms) < 0)
+			return open_fail(err, errlen, uri, "cannot connect", libnbd_err());
+	}
+	if (nbd_aio_is_ready(h) != 1) {
+		snprintf(err, errlen, "%s: cannot connect: %s", uri, nbd_get_error() ?
+			 nbd_get_error() : "the server ended the handshake");
+		return -ECONNREFUSED;
+	}
+	return 0;
+}
+
 static int nbd_open_disk(struct blk_backend *be, const struct disk_cfg *cfg,
 			 char *err, size_t errlen)
 {
@@ -169,10 +203,9 @@ static int nbd_open_disk(struct blk_backend *be, const struct disk_cfg *cfg,
 		snprintf(err, errlen, "%s: out of memory", cfg->path);
 		goto fail;
 	}
-	if (nbd_connect_uri(h, cfg->path) < 0) {
-		ret = open_fail(err, errlen, cfg->path, "cannot connect", libnbd_err());
+	ret = connect_within(h, cfg->path, secs, err, errlen);
+	if (ret)
 		goto fail;
-	}
 	read_export(h, &d->ex);
 	/* A server's minimum block size up to 4 KiB becomes the disk's
 	 * logical block size, so that guests send only what it takes. */
@@ -443,23 +476,36 @@ static void send_req(struct nbd_conn *c, struct blk_dreq *r)
 	on_reply(r, &none);
 }
 
-/* Drops c's handle if it died or its handshake failed. */
+/* Drops c's handle if it died, if its handshake failed, or if the attempt
+ * to connect has taken too long. */
 static void drop_bad_handle(struct nbd_conn *c, uint64_t now)
 {
 	struct nbd_disk *d = c->disk;
+	const char *why = nbd_get_error() ? nbd_get_error() : "closed";
 
-	if (c->h && (nbd_aio_is_dead(c->h) || nbd_aio_is_closed(c->h))) {
-		pr_warn_rated("%s: NBD connection lost (%s); reconnecting", d->uri,
-			      nbd_get_error() ? nbd_get_error() : "closed");
-		nbd_close(c->h);	/* its commands were retired: lost */
-		c->h = NULL;
-		nbd_rc_lost(&c->rc, now, false);
-	}
-	if (c->h && !live(c->h) && nbd_aio_is_connecting(c->h) != 1) {
-		nbd_close(c->h);	/* a handshake that failed */
+	if (!c->h || live(c->h))
+		return;
+	if (nbd_aio_is_connecting(c->h) == 1) {
+		if (!nbd_rc_attempt_overdue(&c->rc, now))
+			return;
+		pr_warn_rated("%s: no answer from the NBD server within %" PRIu64 " s; trying again",
+			      d->uri, nbd_rc_attempt_ns(&c->rc) / 1000000000u);
+		nbd_close(c->h);
 		c->h = NULL;
 		nbd_rc_failed(&c->rc, now);
+		return;
 	}
+	if (c->rc.attempting) {
+		pr_warn_rated("%s: NBD reconnect failed (%s)", d->uri, why);
+		nbd_close(c->h);
+		c->h = NULL;
+		nbd_rc_failed(&c->rc, now);
+		return;
+	}
+	pr_warn_rated("%s: NBD connection lost (%s); reconnecting", d->uri, why);
+	nbd_close(c->h);	/* its commands were retired: lost */
+	c->h = NULL;
+	nbd_rc_lost(&c->rc, now, false);
 }
 
 /* Starts a connection if one is due; returns whether it did. */
@@ -469,8 +515,10 @@ static bool try_connect(struct nbd_conn *c, uint64_t now)
 		return false;
 	c->h = new_handle();
 	c->gen++;
-	if (c->h && nbd_aio_connect_uri(c->h, c->disk->uri) == 0)
+	if (c->h && nbd_aio_connect_uri(c->h, c->disk->uri) == 0) {
+		nbd_rc_attempt(&c->rc, now);
 		return true;
+	}
 	pr_warn_rated("%s: NBD reconnect failed (%s)", c->disk->uri,
 		      nbd_get_error() ? nbd_get_error() : "out of memory");
 	nbd_close(c->h);
@@ -572,15 +620,13 @@ static void expire(struct nbd_conn *c, uint64_t now)
 }
 
 /* The connection's state machine (under c->lock): notices a dead handle,
- * starts and finishes reconnects, resends waiting requests, fails them
- * once the server has been gone past the timeout. */
+ * starts, bounds and finishes reconnects, resends waiting requests, fails
+ * them once the server has been gone past the timeout. */
 static void service(struct nbd_conn *c)
 {
 	uint64_t now = mono_ns();
 
 	drop_bad_handle(c, now);
-	if (c->h && nbd_aio_is_connecting(c->h) == 1)
-		return;
 	if (try_connect(c, now))
 		drop_bad_handle(c, now);	/* refused at once */
 	if (live(c->h)) {

@@ -168,6 +168,7 @@ void nbd_rc_lost(struct nbd_reconnect *rc, uint64_t now, bool fresh)
 
 void nbd_rc_failed(struct nbd_reconnect *rc, uint64_t now)
 {
+	rc->attempting = false;
 	rc->backoff_ns *= 2;
 	if (rc->backoff_ns > NBD_BACKOFF_MAX_NS)
 		rc->backoff_ns = NBD_BACKOFF_MAX_NS;
@@ -176,14 +177,30 @@ void nbd_rc_failed(struct nbd_reconnect *rc, uint64_t now)
 
 bool nbd_rc_try_now(const struct nbd_reconnect *rc, uint64_t now)
 {
-	return rc->down && now >= rc->next_try;
+	return rc->down && !rc->attempting && now >= rc->next_try;
+}
+
+uint64_t nbd_rc_attempt_ns(const struct nbd_reconnect *rc)
+{
+	return rc->timeout_ns < NBD_ATTEMPT_MAX_NS ? rc->timeout_ns : NBD_ATTEMPT_MAX_NS;
+}
+
+void nbd_rc_attempt(struct nbd_reconnect *rc, uint64_t now)
+{
+	rc->attempting = true;
+	rc->attempt_until = now + nbd_rc_attempt_ns(rc);
+}
+
+bool nbd_rc_attempt_overdue(const struct nbd_reconnect *rc, uint64_t now)
+{
+	return rc->attempting && now >= rc->attempt_until;
 }
 
 bool nbd_rc_up(struct nbd_reconnect *rc)
 {
 	bool outage = rc->down && !rc->fresh;
 
-	rc->down = rc->fresh = false;
+	rc->down = rc->fresh = rc->attempting = false;
 	rc->backoff_ns = NBD_BACKOFF_FIRST_NS;
 	return outage;
 }
@@ -196,10 +213,11 @@ bool nbd_rc_expired(const struct nbd_reconnect *rc, uint64_t now)
 uint64_t nbd_rc_next_event(const struct nbd_reconnect *rc, uint64_t now)
 {
 	uint64_t give_up = rc->down_since + rc->timeout_ns;
+	uint64_t next = rc->attempting ? rc->attempt_until : rc->next_try;
 
 	if (!rc->down)
 		return now;
-	if (nbd_rc_expired(rc, now) || rc->next_try < give_up)
-		return rc->next_try;
+	if (nbd_rc_expired(rc, now) || next < give_up)
+		return next;
 	return give_up;
 }

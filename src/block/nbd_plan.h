@@ -88,14 +88,20 @@ int nbd_plan_segments(const struct iovec *iov, unsigned int iovcnt,
 /* Reconnect timing (nanoseconds of a monotonic clock). */
 #define NBD_BACKOFF_FIRST_NS 100000000ull	/* 100 ms */
 #define NBD_BACKOFF_MAX_NS 2000000000ull	/* 2 s */
+/* The longest one connection attempt may take (a host that drops SYNs, a
+ * server that accepts and never negotiates) before it is abandoned and
+ * counted as failed; shorter when the timeout is. */
+#define NBD_ATTEMPT_MAX_NS 10000000000ull	/* 10 s */
 
 struct nbd_reconnect {
 	uint64_t timeout_ns;	/* give up on waiting requests after */
 	uint64_t backoff_ns;	/* wait before the next attempt */
 	uint64_t next_try;	/* time of the next attempt */
 	uint64_t down_since;	/* when the server was lost */
+	uint64_t attempt_until;	/* while attempting: when to abandon it */
 	bool down;
 	bool fresh;		/* down because never connected yet */
+	bool attempting;	/* a connection is being made */
 };
 
 void nbd_rc_init(struct nbd_reconnect *rc, uint64_t timeout_ns);
@@ -104,14 +110,21 @@ void nbd_rc_init(struct nbd_reconnect *rc, uint64_t timeout_ns);
 void nbd_rc_lost(struct nbd_reconnect *rc, uint64_t now, bool fresh);
 /* An attempt failed: the wait before the next doubles, up to the max. */
 void nbd_rc_failed(struct nbd_reconnect *rc, uint64_t now);
-/* Whether an attempt is due. */
+/* Whether an attempt is due (none is under way and its time has come). */
 bool nbd_rc_try_now(const struct nbd_reconnect *rc, uint64_t now);
+/* How long one attempt may take: min(timeout, NBD_ATTEMPT_MAX_NS). */
+uint64_t nbd_rc_attempt_ns(const struct nbd_reconnect *rc);
+/* An attempt starts; it is due to end nbd_rc_attempt_ns from now. */
+void nbd_rc_attempt(struct nbd_reconnect *rc, uint64_t now);
+/* Whether the attempt under way has taken too long (abandon it, then
+ * nbd_rc_failed). */
+bool nbd_rc_attempt_overdue(const struct nbd_reconnect *rc, uint64_t now);
 /* Connected: returns whether that ends an outage (not a first connect). */
 bool nbd_rc_up(struct nbd_reconnect *rc);
 /* Whether the server has been gone for the timeout or longer. */
 bool nbd_rc_expired(const struct nbd_reconnect *rc, uint64_t now);
-/* When something is next due (an attempt, or the timeout), for a timer;
- * now or earlier means at once. */
+/* When something is next due (an attempt, abandoning the one under way,
+ * or the timeout), for a timer; now or earlier means at once. */
 uint64_t nbd_rc_next_event(const struct nbd_reconnect *rc, uint64_t now);
 
 #endif

@@ -1,7 +1,7 @@
 /* Unit tests of the NBD driver's pure parts: requests into commands (and
  * which flags a zeroing carries), what an export that came back different
  * refuses, and the reconnect timing (backoff, timeout, outage vs. first
- * connect). */
+ * connect, the bound on one attempt). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -281,6 +281,44 @@ static void test_fresh(void **state)
 	assert_false(rc.down);
 }
 
+/* A connection attempt that never finishes (a host that drops SYNs, a
+ * server that accepts and never answers) is abandoned after at most
+ * NBD_ATTEMPT_MAX_NS, or the timeout if shorter, and counts as failed. */
+static void test_attempt_bound(void **state)
+{
+	struct nbd_reconnect rc;
+	uint64_t t = 50 * S;
+
+	nbd_rc_init(&rc, 30 * S);
+	nbd_rc_lost(&rc, t, false);
+	t += 100 * MS;
+	assert_true(nbd_rc_try_now(&rc, t));
+	nbd_rc_attempt(&rc, t);
+	/* no second attempt while one is under way */
+	assert_false(nbd_rc_try_now(&rc, t + 5 * S));
+	assert_false(nbd_rc_attempt_overdue(&rc, t + NBD_ATTEMPT_MAX_NS - 1));
+	assert_true(nbd_rc_attempt_overdue(&rc, t + NBD_ATTEMPT_MAX_NS));
+	/* the timer wakes for it */
+	assert_int_equal(nbd_rc_next_event(&rc, t), t + NBD_ATTEMPT_MAX_NS);
+	t += NBD_ATTEMPT_MAX_NS;
+	nbd_rc_failed(&rc, t);
+	assert_false(nbd_rc_attempt_overdue(&rc, t + 3600 * S));
+	assert_int_equal(rc.next_try, t + 200 * MS);
+	/* the timeout is still counted from the loss, attempt or not */
+	nbd_rc_attempt(&rc, 75 * S);
+	assert_int_equal(nbd_rc_next_event(&rc, 75 * S), 50 * S + 30 * S);
+	assert_true(nbd_rc_expired(&rc, 50 * S + 30 * S));
+	/* up: no attempt under way any more */
+	nbd_rc_up(&rc);
+	assert_false(nbd_rc_attempt_overdue(&rc, 3600 * S));
+	/* a short timeout bounds the attempt too */
+	nbd_rc_init(&rc, 2 * S);
+	nbd_rc_lost(&rc, t, true);
+	nbd_rc_attempt(&rc, t);
+	assert_true(nbd_rc_attempt_overdue(&rc, t + 2 * S));
+	assert_false(nbd_rc_attempt_overdue(&rc, t + 2 * S - 1));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -289,6 +327,7 @@ int main(void)
 		cmocka_unit_test(test_zero_flags),
 		cmocka_unit_test(test_request_bounds),
 		cmocka_unit_test(test_export_changes),
+		cmocka_unit_test(test_attempt_bound),
 		cmocka_unit_test(test_backoff_and_timeout),
 		cmocka_unit_test(test_fresh),
 	};
