@@ -118,8 +118,11 @@ static struct nbd_handle *new_handle(void)
 {
 	struct nbd_handle *h = nbd_create();
 
+	/* The URI is the operator's (the command line, which names local
+	 * files anyway): let it name a TLS key or certificates (nbds://
+	 * ...?tls-psk-file=FILE). */
 	if (h)
-		nbd_set_uri_allow_local_file(h, false);
+		nbd_set_uri_allow_local_file(h, true);
 	return h;
 }
 
@@ -165,6 +168,10 @@ static int connect_within(struct nbd_handle *h, const char *uri,
 {
 	uint64_t until = mono_ns() + secs * 1000000000ull;
 
+	if (!strncmp(uri, "nbds", 4) && !nbd_supports_tls(h)) {
+		snprintf(err, errlen, "%s: cannot connect: this libnbd has no TLS support", uri);
+		return -ENOTSUP;
+	}
 	if (nbd_aio_connect_uri(h, uri) < 0)
 		return open_fail(err, errlen, uri, "cannot connect", libnbd_err());
 	while (nbd_aio_is_connecting(h) == 1) {
