@@ -11,7 +11,7 @@ cpio gzip xz-utils zstd busybox-static fio sg3-utils util-linux
 python3 binutils file strace
 linux-source-6.1 flex bison bc kmod patch qemu-system-common procps
 libiscsi-bin
-ceph-mon ceph-osd ceph-common librbd-dev nbdkit libnbd-dev libnbd-bin"
+ceph-mon ceph-osd ceph-common librbd-dev nbdkit libnbd-dev libnbd-bin gnutls-bin"
 
 missing=""
 for p in $PKGS; do

@@ -2,7 +2,8 @@
  *   test=blk        every request type with data checks, error statuses,
  *                   random writes then reads at 4k/16k/64k, QD 1 and 32;
  *                   prints the pattern left on disk for a host-side check
- *   test=blk-ro     a read-only disk refuses writes (IOERR)
+ *   test=blk-ro     a read-only disk refuses writes (IOERR); with
+ *                   pattern_seed=N, the region holds that seed's pattern
  *   test=blk-flush  writes, FLUSH, prints a marker, waits to be killed
  *   bench=blk       4k randread QD1/QD32, 4k randwrite QD32, 64k seq
  *                   read/write QD16, verified, with IOPS/bw/latency
@@ -60,11 +61,16 @@ static void *buf_alloc(size_t n)
 	return p;
 }
 
-static void expect(uint8_t got, uint8_t want, const char *what)
+static void expect_quiet(uint8_t got, uint8_t want, const char *what)
 {
 	if (got != want)
 		probe_fail("%s: status %s, expected %s", what,
 			   blk_status_name(got), blk_status_name(want));
+}
+
+static void expect(uint8_t got, uint8_t want, const char *what)
+{
+	expect_quiet(got, want, what);
 	pr("probe: blk %s: %s\n", what, blk_status_name(got));
 }
 
@@ -233,6 +239,29 @@ static void test_blk(void)
 	   seed + 100 + phase - 1);
 }
 
+/* The region (region_off=, region=) holds the pattern of seed: what a
+ * test=blk run left there, read back from a read-only disk (an RBD
+ * snapshot taken after it, say). */
+static void check_region_pattern(struct vblk *b, uint64_t seed)
+{
+	uint8_t *buf = buf_alloc(65536);
+	uint64_t off, len;
+
+	opt_region(b->capacity * 512, &off, &len);
+	for (uint64_t o = off; o < off + len; o += 65536) {
+		size_t bad;
+
+		expect_quiet(vblk_rw(b, VIRTIO_BLK_T_IN, o / 512, buf, 65536),
+			     VIRTIO_BLK_S_OK, "IN of the pattern");
+		bad = pattern_check(buf, o, 65536, seed);
+		if (bad != 65536)
+			probe_fail("disk offset %lu does not hold the pattern of seed %lu",
+				   o + bad, seed);
+	}
+	pr("probe: blk-ro pattern offset=%lu len=%lu seed=%lu verified\n", off,
+	   len, seed);
+}
+
 static void test_blk_ro(void)
 {
 	struct vblk *b = open_blk();
@@ -264,6 +293,8 @@ static void test_blk_ro(void)
 	       "IN after refused writes");
 	if (memcmp(before, buf, 4096) != 0)
 		probe_fail("read-only disk content changed");
+	if (opt_has("pattern_seed"))
+		check_region_pattern(b, opt_u64("pattern_seed", 0));
 }
 
 static void test_blk_flush(void)

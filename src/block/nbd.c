@@ -25,10 +25,20 @@
  * Faults: when a connection drops, the requests on it are not failed: they
  * wait and are sent again, whole, on a new connection (reads and writes
  * are idempotent; a FLUSH in flight is sent again too). iovm reconnects
- * after 100 ms, doubling to 2 s between attempts; once the server has been
- * unreachable for timeout= seconds, the waiting requests fail with EIO and
- * new ones fail at once until a reconnect succeeds. Errors the server
- * returns on a live connection reach the guest at once. */
+ * after 100 ms, doubling to 2 s between attempts; an attempt that gets no
+ * answer (a host that drops SYNs, a server that accepts and never
+ * negotiates) is abandoned after min(timeout, 10 s). Once the server has
+ * been unreachable for timeout= seconds, the waiting requests fail with
+ * EIO and new ones fail at once until a reconnect succeeds. The first
+ * connection, at open, gets timeout= seconds and then start-up fails.
+ * Errors the server returns on a live connection reach the guest at once.
+ *
+ * A server that comes back different: each connection plans its commands
+ * on the export as its own handshake found it (nbd_plan.c), so a request
+ * past the end of an export that shrank, not aligned to a larger minimum
+ * block, or writing to an export now read-only fails with EIO without
+ * reaching the server; the disk keeps the size the guest was told at open.
+ * Each change is logged once. */
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -69,37 +79,39 @@ struct nbd_conn {
 	pthread_mutex_t lock;
 	struct nbd_disk *disk;
 	struct nbd_handle *h;		/* NULL while down */
+	struct nbd_export ex;		/* as h's handshake found it */
 	struct nbd_reconnect rc;	/* nbd_plan.h: when to try, give up */
 	struct blk_dreq *pending;	/* waiting for a connection */
 	struct blk_dreq **pending_tail;
 	struct blk_queue *cur;		/* the queue whose thread holds lock */
 	uint64_t gen;			/* handles made: fd numbers are reused */
-	unsigned int users;		/* contexts attached */
+	unsigned int users;		/* contexts attached (atomic) */
 	struct nbd_bounce *bounce_free;	/* gather buffers not in use */
 	unsigned int bounces;		/* gather buffers made */
 };
 
 struct nbd_disk {
 	char *uri;
-	uint64_t max_payload;
+	struct nbd_export ex;		/* at open: what the guest was told */
 	uint64_t gather;		/* nbd_plan_commands' gather; 0: none */
-	bool can_flush, can_trim, can_zero, can_fast_zero, multi_conn;
 	uint64_t timeout_ns;
 	pthread_mutex_t lock;		/* conns[], nconns, next */
 	struct nbd_conn *conns[NBD_MAX_CONNS];
 	unsigned int nconns, next;
 	struct nbd_handle *first;	/* open()'s connection, for the first */
+	pthread_mutex_t seen_lock;	/* seen; taken under no other lock */
+	struct nbd_export seen;		/* the export as last logged */
 	/* counters (atomic) */
 	uint64_t reconnects, retried, failed;
 };
 
 /* A queue's context: its connection, the requests of its own that the
- * driver holds (atomic: finished from other threads), the fd its socket
- * watches are on. */
+ * driver holds (atomic: finished from other threads), the handle its
+ * socket watches are on. */
 struct nbd_ctx {
 	struct nbd_conn *c;
 	unsigned int owned;
-	uint64_t watch_gen;	/* the handle its socket watches are on */
+	uint64_t watch_gen;	/* c->gen when its watches were armed */
 };
 
 static struct nbd_conn *conn_of(const struct blk_dreq *r)
@@ -124,9 +136,32 @@ static struct nbd_handle *new_handle(void)
 {
 	struct nbd_handle *h = nbd_create();
 
+	/* The URI is the operator's (the command line, which names local
+	 * files anyway): let it name a TLS key or certificates (nbds://
+	 * ...?tls-psk-file=FILE). */
 	if (h)
-		nbd_set_uri_allow_local_file(h, false);
+		nbd_set_uri_allow_local_file(h, true);
 	return h;
+}
+
+/* The handle's view of the export, after its handshake. */
+static void read_export(struct nbd_handle *h, struct nbd_export *e)
+{
+	int64_t size = nbd_get_size(h);
+	int64_t min = nbd_get_block_size(h, LIBNBD_SIZE_MINIMUM);
+	int64_t max = nbd_get_block_size(h, LIBNBD_SIZE_MAXIMUM);
+
+	*e = (struct nbd_export){
+		.size = size > 0 ? (uint64_t)size : 0,
+		.min_block = min > 0 ? (uint32_t)min : 1,
+		.max_payload = max > 0 && (uint64_t)max < NBD_DEFAULT_MAX_PAYLOAD ?
+			       (uint64_t)max : NBD_DEFAULT_MAX_PAYLOAD,
+		.ro = nbd_is_read_only(h) == 1,
+		.can_flush = nbd_can_flush(h) == 1,
+		.can_trim = nbd_can_trim(h) == 1,
+		.can_zero = nbd_can_zero(h) == 1,
+		.multi_conn = nbd_can_multi_conn(h) == 1,
+	};
 }
 
 static int open_fail(char *err, size_t errlen, const char *uri,
@@ -137,13 +172,55 @@ static int open_fail(char *err, size_t errlen, const char *uri,
 	return ret;
 }
 
+static int libnbd_err(void)
+{
+	return nbd_get_errno() ? -nbd_get_errno() : -EIO;
+}
+
+/* Connects h to uri within secs seconds. nbd_connect_uri has no bound of
+ * its own: a host that drops SYNs or a server that accepts and never
+ * negotiates would hold start-up for ever. (A host name is resolved
+ * inside nbd_aio_connect_uri, which that bound does not cover.) */
+static int connect_within(struct nbd_handle *h, const char *uri,
+			  unsigned int secs, char *err, size_t errlen)
+{
+	uint64_t until = mono_ns() + secs * 1000000000ull;
+
+	if (!strncmp(uri, "nbds", 4) && !nbd_supports_tls(h)) {
+		snprintf(err, errlen, "%s: cannot connect: this libnbd has no TLS support", uri);
+		return -ENOTSUP;
+	}
+	if (nbd_aio_connect_uri(h, uri) < 0)
+		return open_fail(err, errlen, uri, "cannot connect", libnbd_err());
+	while (nbd_aio_is_connecting(h) == 1) {
+		uint64_t now = mono_ns(), ms;
+
+		if (now >= until) {
+			snprintf(err, errlen, "%s: cannot connect: no answer from the NBD server within %u s (timeout=)",
+				 uri, secs);
+			return -ETIMEDOUT;
+		}
+		ms = (until - now + 999999) / 1000000;
+		if (nbd_poll(h, ms > INT32_MAX ? INT32_MAX : (int)ms) < 0)
+			return open_fail(err, errlen, uri, "cannot connect", libnbd_err());
+	}
+	if (nbd_aio_is_ready(h) != 1) {
+		snprintf(err, errlen, "%s: cannot connect: %s", uri, nbd_get_error() ?
+			 nbd_get_error() : "the server ended the handshake");
+		return -ECONNREFUSED;
+	}
+	return 0;
+}
+
 static int nbd_open_disk(struct blk_backend *be, const struct disk_cfg *cfg,
 			 char *err, size_t errlen)
 {
 	struct nbd_disk *d = calloc(1, sizeof(*d));
 	struct nbd_handle *h = new_handle();
+	unsigned int secs = cfg->timeout_set ? cfg->timeout_s : CONFIG_NBD_TIMEOUT_DEFAULT;
 	uint64_t hash = 0xcbf29ce484222325ull;
-	int64_t size, pref;
+	uint32_t bs;
+	int64_t pref;
 	int ret = -EIO;
 
 	if (!d || !h || !(d->uri = strdup(cfg->path))) {
@@ -151,48 +228,44 @@ static int nbd_open_disk(struct blk_backend *be, const struct disk_cfg *cfg,
 		snprintf(err, errlen, "%s: out of memory", cfg->path);
 		goto fail;
 	}
-	if (nbd_connect_uri(h, cfg->path) < 0) {
-		int e = nbd_get_errno();
-
-		ret = open_fail(err, errlen, cfg->path, "cannot connect", e ? -e : -EIO);
+	ret = connect_within(h, cfg->path, secs, err, errlen);
+	if (ret)
+		goto fail;
+	read_export(h, &d->ex);
+	/* A server's minimum block size up to 4 KiB becomes the disk's
+	 * logical block size, so that guests send only what it takes. */
+	bs = d->ex.min_block <= 512 ? 512 : d->ex.min_block;
+	ret = -EINVAL;
+	if (bs > 4096) {
+		snprintf(err, errlen, "%s: the export's minimum block size %" PRIu32 " is more than 4096 bytes",
+			 cfg->path, bs);
 		goto fail;
 	}
-	size = nbd_get_size(h);
-	if (size < 512 || size % 512) {
-		snprintf(err, errlen, "%s: export size %" PRId64 " is not a positive multiple of 512 bytes",
-			 cfg->path, size);
-		ret = -EINVAL;
+	if (d->ex.size < bs || d->ex.size % bs) {
+		snprintf(err, errlen, "%s: export size %" PRIu64 " is not a positive multiple of %" PRIu32 " bytes",
+			 cfg->path, d->ex.size, bs);
 		goto fail;
 	}
-	if (nbd_is_read_only(h) == 1 && !cfg->ro) {
+	if (d->ex.ro && !cfg->ro) {
 		snprintf(err, errlen, "%s: the NBD server exports it read-only; add ro", cfg->path);
 		ret = -EROFS;
 		goto fail;
 	}
-	d->can_flush = nbd_can_flush(h) == 1;
-	d->can_trim = nbd_can_trim(h) == 1;
-	d->can_zero = nbd_can_zero(h) == 1;
-	d->can_fast_zero = nbd_can_fast_zero(h) == 1;
-	d->multi_conn = nbd_can_multi_conn(h) == 1;
-	d->max_payload = nbd_get_block_size(h, LIBNBD_SIZE_MAXIMUM) > 0 ?
-			 (uint64_t)nbd_get_block_size(h, LIBNBD_SIZE_MAXIMUM) :
-			 NBD_DEFAULT_MAX_PAYLOAD;
-	if (d->max_payload > NBD_DEFAULT_MAX_PAYLOAD)
-		d->max_payload = NBD_DEFAULT_MAX_PAYLOAD;
-	d->gather = d->max_payload < NBD_GATHER_MAX ? d->max_payload : NBD_GATHER_MAX;
+	d->seen = d->ex;
+	d->gather = NBD_GATHER_MAX;
 	/* for bench/netdisk.sh's comparison with one command per run */
 	if (getenv("IOVM_NBD_GATHER") && !strcmp(getenv("IOVM_NBD_GATHER"), "0"))
 		d->gather = 0;
-	d->timeout_ns = (uint64_t)(cfg->timeout_set ? cfg->timeout_s :
-				   CONFIG_NBD_TIMEOUT_DEFAULT) * 1000000000ull;
+	d->timeout_ns = secs * 1000000000ull;
 	pthread_mutex_init(&d->lock, NULL);
+	pthread_mutex_init(&d->seen_lock, NULL);
 	d->first = h;
 	pref = nbd_get_block_size(h, LIBNBD_SIZE_PREFERRED);
-	be->size = (uint64_t)size;
-	be->block_size = 512;
-	be->phys_block_size = pref == 4096 ? 4096 : 512;
+	be->size = d->ex.size;
+	be->block_size = bs;
+	be->phys_block_size = pref >= 4096 ? 4096 : bs;
 	be->ro = cfg->ro;
-	be->discard_ok = d->can_trim;
+	be->discard_ok = d->ex.can_trim;
 	be->discard_zeroes = false;	/* a trim need not read back zeroes */
 	for (const char *p = cfg->path; *p; p++)
 		hash = (hash ^ (uint8_t)*p) * 0x100000001b3ull;
@@ -229,6 +302,7 @@ static void nbd_close_disk(struct blk_backend *be)
 		conn_free(d->conns[i]);
 	nbd_close(d->first);
 	pthread_mutex_destroy(&d->lock);
+	pthread_mutex_destroy(&d->seen_lock);
 	if (d->reconnects || d->retried || d->failed)
 		pr_info("%s: NBD reconnects=%" PRIu64 " requests resent=%" PRIu64
 			" failed=%" PRIu64, d->uri, d->reconnects, d->retried, d->failed);
@@ -244,8 +318,6 @@ static int nbd_flush_disk(struct blk_backend *be)
 	struct nbd_disk *d = be->priv;
 	int ret = 0;
 
-	if (!d->can_flush)
-		return 0;
 	pthread_mutex_lock(&d->lock);
 	for (unsigned int i = 0; i < d->nconns; i++) {
 		struct nbd_conn *c = d->conns[i];
@@ -253,8 +325,9 @@ static int nbd_flush_disk(struct blk_backend *be)
 		pthread_mutex_lock(&c->lock);
 		c->cur = NULL;
 		if (live(c->h)) {
-			if (nbd_flush(c->h, 0) < 0 && !ret)
-				ret = nbd_get_errno() ? -nbd_get_errno() : -EIO;
+			/* a server without flush writes through */
+			if (c->ex.can_flush && nbd_flush(c->h, 0) < 0 && !ret)
+				ret = libnbd_err();
 		} else if (c->rc.down && !c->rc.fresh && !ret) {
 			/* writes it completed before it dropped cannot be
 			 * flushed from here */
@@ -275,6 +348,8 @@ static struct nbd_conn *conn_new(struct nbd_disk *d, struct nbd_handle *h)
 	pthread_mutex_init(&c->lock, NULL);
 	c->disk = d;
 	c->h = h;
+	if (h)
+		c->ex = d->ex;	/* open()'s handle */
 	c->pending_tail = &c->pending;
 	/* Without a handle the first attempt is due now. */
 	nbd_rc_init(&c->rc, d->timeout_ns);
@@ -293,7 +368,7 @@ static int nbd_attach(struct blk_att *att)
 		return -ENOMEM;
 
 	pthread_mutex_lock(&d->lock);
-	if (d->first || (d->multi_conn && d->nconns < NBD_MAX_CONNS) || !d->nconns) {
+	if (d->first || (d->ex.multi_conn && d->nconns < NBD_MAX_CONNS) || !d->nconns) {
 		c = conn_new(d, d->first);
 		if (c) {
 			d->first = NULL;
@@ -303,14 +378,15 @@ static int nbd_attach(struct blk_att *att)
 		c = d->conns[d->next++ % d->nconns];
 	}
 	if (c)
-		c->users++;
+		__atomic_add_fetch(&c->users, 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&d->lock);
 	if (!c) {
 		free(x);
 		return -ENOMEM;
 	}
+	/* x->watch_gen stays 0, unread: arm() sets it under c->lock
+	 * before it arms a watch and compares it only while one is armed. */
 	x->c = c;
-	x->watch_gen = c->gen;
 	att->ctx = x;
 	return 0;
 }
@@ -370,28 +446,13 @@ static int on_reply(void *user_data, int *error)
 	return 1;
 }
 
+_Static_assert(NBD_PLAN_FLAG_NO_HOLE == LIBNBD_CMD_FLAG_NO_HOLE,
+	       "nbd_plan's flags are the protocol's, as libnbd's are");
+
 struct send_ctx {
 	struct nbd_conn *c;
 	struct blk_dreq *r;
 };
-
-static int send_one(void *opaque, void *buf, uint64_t len, uint64_t off)
-{
-	struct send_ctx *s = opaque;
-	nbd_completion_callback cb = { .callback = on_reply, .user_data = s->r };
-	int64_t cookie;
-
-	s->r->drv[R_LEFT]++;
-	if (s->r->op == BLK_OP_READ)
-		cookie = nbd_aio_pread(s->c->h, buf, len, off, cb, 0);
-	else
-		cookie = nbd_aio_pwrite(s->c->h, buf, len, off, cb, 0);
-	if (cookie < 0) {
-		s->r->drv[R_LEFT]--;
-		return -(nbd_get_errno() ? nbd_get_errno() : EIO);
-	}
-	return 0;
-}
 
 /* A gathered command's reply: a READ's data go to the guest's iovecs, the
  * buffer back to the pool (conn lock held, as in on_reply). */
@@ -430,27 +491,25 @@ static struct nbd_bounce *bounce_get(struct nbd_conn *c)
 	return b;
 }
 
-/* One command of nbd_plan_commands: from guest memory, or gathered into
- * a pool buffer (with none free: one command per run, uncopied). */
-static int send_cmd(void *opaque, const struct nbd_cmd *cmd)
+static int send_cmd(void *opaque, const struct nbd_cmd *cmd);
+
+/* A READ or WRITE command of scattered iovecs, through a pool buffer;
+ * with none free, one command per run, uncopied. */
+static int send_gathered(struct send_ctx *s, const struct nbd_cmd *cmd)
 {
-	struct send_ctx *s = opaque;
 	nbd_completion_callback cb = { .callback = on_gather_reply };
-	struct nbd_bounce *b;
+	struct nbd_bounce *b = bounce_get(s->c);
 	int64_t cookie;
 
-	if (cmd->buf)
-		return send_one(s, cmd->buf, cmd->len, cmd->off);
-	b = bounce_get(s->c);
 	if (!b)
-		return nbd_plan_segments(cmd->iov, cmd->iovcnt, cmd->off,
-					 s->c->disk->max_payload, send_one, s);
+		return nbd_plan_commands(cmd->cmd, cmd->iov, cmd->iovcnt, cmd->off,
+					 s->c->ex.max_payload, 0, send_cmd, s);
 	*b = (struct nbd_bounce){ .r = s->r, .iov = cmd->iov, .iovcnt = cmd->iovcnt };
 	cb.user_data = b;
 	s->r->drv[R_LEFT]++;
-	if (s->r->op == BLK_OP_READ)
+	if (cmd->cmd == NBD_PLAN_READ) {
 		cookie = nbd_aio_pread(s->c->h, b->data, cmd->len, cmd->off, cb, 0);
-	else {
+	} else {
 		char *p = b->data;
 
 		for (unsigned int i = 0; i < cmd->iovcnt; i++) {
@@ -463,139 +522,245 @@ static int send_cmd(void *opaque, const struct nbd_cmd *cmd)
 		s->r->drv[R_LEFT]--;
 		b->next = s->c->bounce_free;
 		s->c->bounce_free = b;
-		return -(nbd_get_errno() ? nbd_get_errno() : EIO);
+		return libnbd_err();
 	}
 	return 0;
 }
 
-/* Sends r on c's ready connection. Returns 0 when every command went out
- * (or r was handed back to pending, the connection having died). */
-static int send_req(struct nbd_conn *c, struct blk_dreq *r)
+/* One command of a request (nbd_plan_request's send). */
+static int send_cmd(void *opaque, const struct nbd_cmd *cmd)
 {
-	struct nbd_disk *d = c->disk;
-	nbd_completion_callback cb = { .callback = on_reply, .user_data = r };
+	struct send_ctx *s = opaque;
+	struct nbd_handle *h = s->c->h;
+	nbd_completion_callback cb = { .callback = on_reply, .user_data = s->r };
+	int64_t cookie = -1;
+
+	if ((cmd->cmd == NBD_PLAN_READ || cmd->cmd == NBD_PLAN_WRITE) && !cmd->buf)
+		return send_gathered(s, cmd);
+	s->r->drv[R_LEFT]++;
+	switch (cmd->cmd) {
+	case NBD_PLAN_READ:
+		cookie = nbd_aio_pread(h, cmd->buf, cmd->len, cmd->off, cb, 0);
+		break;
+	case NBD_PLAN_WRITE:
+		cookie = nbd_aio_pwrite(h, cmd->buf, cmd->len, cmd->off, cb, 0);
+		break;
+	case NBD_PLAN_FLUSH:
+		cookie = nbd_aio_flush(h, cb, 0);
+		break;
+	case NBD_PLAN_TRIM:
+		cookie = nbd_aio_trim(h, cmd->len, cmd->off, cb, 0);
+		break;
+	case NBD_PLAN_ZERO:
+		cookie = nbd_aio_zero(h, cmd->len, cmd->off, cb, cmd->flags);
+		break;
+	}
+	if (cookie < 0) {
+		s->r->drv[R_LEFT]--;
+		return libnbd_err();
+	}
+	return 0;
+}
+
+/* Sends r on c's ready connection, planned on the export as that
+ * connection found it. r is finished here if nothing went out, or handed
+ * back to pending if the connection died meanwhile. */
+static void send_req(struct nbd_conn *c, struct blk_dreq *r)
+{
 	struct send_ctx s = { c, r };
-	int64_t cookie = 0;
-	int ret = 0, none = 0;
+	int ret, none = 0;
 
 	r->drv[R_LEFT] = 1;	/* held until all are sent */
 	r->drv[R_ERR] = 0;
 	r->drv[R_LOST] = 0;
-	switch (r->op) {
-	case BLK_OP_READ:
-	case BLK_OP_WRITE:
-		ret = nbd_plan_commands(r->iov, r->iovcnt, r->offset, d->max_payload,
-					d->gather, send_cmd, &s);
-		break;
-	case BLK_OP_FLUSH:
-		r->drv[R_LEFT]++;
-		cookie = nbd_aio_flush(c->h, cb, 0);
-		break;
-	case BLK_OP_DISCARD:
-		r->drv[R_LEFT]++;
-		cookie = nbd_aio_trim(c->h, r->len, r->offset, cb, 0);
-		break;
-	default:	/* WRITE_ZEROES, ZERO_UNMAP */
-		r->drv[R_LEFT]++;
-		cookie = nbd_aio_zero(c->h, r->len, r->offset, cb,
-				      r->op == BLK_OP_WRITE_ZEROES ? LIBNBD_CMD_FLAG_NO_HOLE : 0);
-		break;
-	}
-	if (cookie < 0) {
-		r->drv[R_LEFT]--;
-		ret = -(nbd_get_errno() ? nbd_get_errno() : EIO);
-	}
-	if (ret && (conn_error(-ret) || !live(c->h)))
+	ret = nbd_plan_request(&c->ex, r->op, r->iov, r->iovcnt, r->offset, r->len,
+			       c->disk->gather, send_cmd, &s);
+	if (ret == NBD_PLAN_NOTHING)
+		ret = 0;
+	if (ret && (conn_error(-ret) || !live(c->h))) {
 		r->drv[R_LOST] = 1;	/* the connection went: again later */
-	else if (ret && !r->drv[R_ERR])
+	} else if (ret && !r->drv[R_ERR]) {
 		r->drv[R_ERR] = (uint64_t)-ret;
+	}
 	/* drop the hold: on_reply's logic finishes it if nothing is out */
 	on_reply(r, &none);
-	return 0;
+}
+
+/* Drops c's handle if it died, if its handshake failed, or if the attempt
+ * to connect has taken too long. */
+static void drop_bad_handle(struct nbd_conn *c, uint64_t now)
+{
+	struct nbd_disk *d = c->disk;
+	const char *why = nbd_get_error() ? nbd_get_error() : "closed";
+
+	if (!c->h || live(c->h))
+		return;
+	if (nbd_aio_is_connecting(c->h) == 1) {
+		if (!nbd_rc_attempt_overdue(&c->rc, now))
+			return;
+		pr_warn_rated("%s: no answer from the NBD server within %" PRIu64 " s; trying again",
+			      d->uri, nbd_rc_attempt_ns(&c->rc) / 1000000000u);
+		nbd_close(c->h);
+		c->h = NULL;
+		nbd_rc_failed(&c->rc, now);
+		return;
+	}
+	if (c->rc.attempting) {
+		pr_warn_rated("%s: NBD reconnect failed (%s)", d->uri, why);
+		nbd_close(c->h);
+		c->h = NULL;
+		nbd_rc_failed(&c->rc, now);
+		return;
+	}
+	pr_warn_rated("%s: NBD connection lost (%s); reconnecting", d->uri, why);
+	nbd_close(c->h);	/* its commands were retired: lost */
+	c->h = NULL;
+	nbd_rc_lost(&c->rc, now, false);
+}
+
+/* Starts a connection if one is due; returns whether it did. */
+static bool try_connect(struct nbd_conn *c, uint64_t now)
+{
+	if (c->h || !nbd_rc_try_now(&c->rc, now))
+		return false;
+	c->h = new_handle();
+	c->gen++;
+	if (c->h && nbd_aio_connect_uri(c->h, c->disk->uri) == 0) {
+		nbd_rc_attempt(&c->rc, now);
+		return true;
+	}
+	pr_warn_rated("%s: NBD reconnect failed (%s)", c->disk->uri,
+		      nbd_get_error() ? nbd_get_error() : "out of memory");
+	nbd_close(c->h);
+	c->h = NULL;
+	nbd_rc_failed(&c->rc, now);
+	return false;
+}
+
+/* Logs, once per change, that an export came back different from how it
+ * was last seen, and what that does to requests. */
+static void report_changes(struct nbd_conn *c)
+{
+	struct nbd_disk *d = c->disk;
+	const struct nbd_export *now = &c->ex;
+	struct nbd_export was;
+	unsigned int ch;
+	char msg[512];
+	int n = 0;
+
+	pthread_mutex_lock(&d->seen_lock);
+	was = d->seen;
+	ch = nbd_plan_export_changes(&was, now);
+	d->seen = *now;
+	pthread_mutex_unlock(&d->seen_lock);
+	if (!ch)
+		return;
+	if (ch & NBD_CHANGED_SIZE)
+		n += snprintf(msg + n, sizeof(msg) - n, "; size %" PRIu64 " -> %" PRIu64 " bytes%s",
+			      was.size, now->size, now->size < d->ex.size ?
+			      " (requests past its end fail with EIO)" : "");
+	if ((ch & NBD_CHANGED_RO) && n < (int)sizeof(msg))
+		n += snprintf(msg + n, sizeof(msg) - n, "; %s", now->ro ?
+			      "now read-only (writes fail with EIO)" : "writable again");
+	if ((ch & NBD_CHANGED_MIN_BLOCK) && n < (int)sizeof(msg))
+		n += snprintf(msg + n, sizeof(msg) - n, "; minimum block %" PRIu32 " -> %" PRIu32
+			      " bytes (requests not aligned to it fail with EIO)",
+			      was.min_block, now->min_block);
+	if ((ch & NBD_CHANGED_FEATURES) && n < (int)sizeof(msg))
+		n += snprintf(msg + n, sizeof(msg) - n,
+			      "; flush %s, trim %s, zero %s (what it lacks is unsupported)",
+			      now->can_flush ? "yes" : "no", now->can_trim ? "yes" : "no",
+			      now->can_zero ? "yes" : "no");
+	if ((ch & NBD_CHANGED_MULTI_CONN) && n < (int)sizeof(msg))
+		snprintf(msg + n, sizeof(msg) - n, "; multi-conn %s", now->multi_conn ?
+			 "offered" : "no longer offered (a FLUSH covers its own queue's connection only)");
+	pr_warn("%s: the NBD export changed%s", d->uri, msg);
+}
+
+/* c's handle finished its handshake: the end of an outage (or a first
+ * connect); the export is read again, it may have changed. */
+static void came_up(struct nbd_conn *c)
+{
+	if (!c->rc.down)
+		return;
+	read_export(c->h, &c->ex);
+	report_changes(c);
+	if (nbd_rc_up(&c->rc)) {
+		__atomic_add_fetch(&c->disk->reconnects, 1, __ATOMIC_RELAXED);
+		pr_warn_rated("%s: NBD connection back", c->disk->uri);
+	}
+}
+
+/* Sends each waiting request once: one that comes back (its connection
+ * failed while it went out) waits for the next pass, not for this loop. */
+static void resend(struct nbd_conn *c)
+{
+	struct blk_dreq *r = c->pending, *next;
+
+	c->pending = NULL;
+	c->pending_tail = &c->pending;
+	for (; r; r = next) {
+		next = r->next;
+		if (live(c->h))
+			send_req(c, r);
+		else
+			pend(c, r);
+	}
+}
+
+/* Fails the waiting requests once the server has been away too long. */
+static void expire(struct nbd_conn *c, uint64_t now)
+{
+	struct nbd_disk *d = c->disk;
+	unsigned int n = 0;
+
+	if (!nbd_rc_expired(&c->rc, now) || !c->pending)
+		return;
+	while (c->pending) {
+		struct blk_dreq *r = c->pending;
+
+		c->pending = r->next;
+		finish(c, r, -EIO);
+		n++;
+	}
+	c->pending_tail = &c->pending;
+	__atomic_add_fetch(&d->failed, n, __ATOMIC_RELAXED);
+	pr_warn_rated("%s: NBD server unreachable for %" PRIu64 " s: %u requests failed",
+		      d->uri, d->timeout_ns / 1000000000u, n);
 }
 
 /* The connection's state machine (under c->lock): notices a dead handle,
- * starts and finishes reconnects, resends waiting requests, fails them
- * once the server has been gone past the timeout. */
+ * starts, bounds and finishes reconnects, resends waiting requests, fails
+ * them once the server has been gone past the timeout. */
 static void service(struct nbd_conn *c)
 {
-	struct nbd_disk *d = c->disk;
 	uint64_t now = mono_ns();
 
-	if (c->h && (nbd_aio_is_dead(c->h) || nbd_aio_is_closed(c->h))) {
-		pr_warn_rated("%s: NBD connection lost (%s); reconnecting", d->uri,
-			      nbd_get_error() ? nbd_get_error() : "closed");
-		nbd_close(c->h);	/* its commands were retired: lost */
-		c->h = NULL;
-		nbd_rc_lost(&c->rc, now, false);
-	}
-	if (c->h && nbd_aio_is_connecting(c->h))
-		return;
-	if (c->h && !live(c->h)) {
-		nbd_close(c->h);	/* a handshake that failed */
-		c->h = NULL;
-		nbd_rc_failed(&c->rc, now);
-	}
-	if (!c->h && nbd_rc_try_now(&c->rc, now)) {
-		c->h = new_handle();
-		c->gen++;
-		if (c->h && nbd_aio_connect_uri(c->h, d->uri) < 0) {
-			nbd_close(c->h);
-			c->h = NULL;
-		}
-		if (!c->h)
-			nbd_rc_failed(&c->rc, now);
-		else if (nbd_aio_is_connecting(c->h))
-			return;
-	}
+	drop_bad_handle(c, now);
+	if (try_connect(c, now))
+		drop_bad_handle(c, now);	/* refused at once */
 	if (live(c->h)) {
-		if (nbd_rc_up(&c->rc)) {
-			__atomic_add_fetch(&d->reconnects, 1, __ATOMIC_RELAXED);
-			pr_warn_rated("%s: NBD connection back", d->uri);
-		}
-		/* Each waiting request once: one that comes back (its
-		 * connection failed while it went out) waits for the next
-		 * pass, not for this loop. */
-		struct blk_dreq *r = c->pending;
-
-		c->pending = NULL;
-		c->pending_tail = &c->pending;
-		while (r) {
-			struct blk_dreq *next = r->next;
-
-			if (live(c->h))
-				send_req(c, r);
-			else
-				pend(c, r);
-			r = next;
-		}
+		came_up(c);
+		resend(c);
 		return;
 	}
-	if (nbd_rc_expired(&c->rc, now) && c->pending) {
-		unsigned int n = 0;
-
-		while (c->pending) {
-			struct blk_dreq *r = c->pending;
-
-			c->pending = r->next;
-			finish(c, r, -EIO);
-			n++;
-		}
-		c->pending_tail = &c->pending;
-		__atomic_add_fetch(&d->failed, n, __ATOMIC_RELAXED);
-		pr_warn_rated("%s: NBD server unreachable for %" PRIu64 " s: %u requests failed",
-			      d->uri, d->timeout_ns / 1000000000u, n);
-	}
+	expire(c, now);
 }
 
-/* Arms att's watches (and its timer while the server is away) for as long
- * as it has requests out. Called with c->lock held. */
+/* Arms att's socket watches while it has requests out or the connection
+ * has commands of any queue in flight, and its timer while the server is
+ * away and it has requests waiting. Called with c->lock held, last thing
+ * after every libnbd call: on a shared connection the thread that just
+ * moved libnbd's state may be the only one that sees it now wants to
+ * write (another queue's commands waiting for the socket); if that thread
+ * stopped watching because its own requests were done, nobody would send
+ * them and they would wait for ever. */
 static void arm(struct blk_att *att, struct nbd_conn *c)
 {
 	struct nbd_ctx *x = att->ctx;
 	uint64_t now, due;
 
-	if (!att->inflight)
+	if (!att->inflight && !(c->h && nbd_aio_in_flight(c->h) > 0))
 		return;
 	if (c->h && nbd_aio_get_fd(c->h) >= 0) {
 		int fd = nbd_aio_get_fd(c->h);
@@ -616,7 +781,7 @@ static void arm(struct blk_att *att, struct nbd_conn *c)
 		if ((dir & LIBNBD_AIO_DIRECTION_WRITE) && !blkq_armed(att, W_WRITE))
 			blkq_watch(att, W_WRITE, fd, POLLOUT);
 	}
-	if (!live(c->h) && !blkq_armed(att, W_TIMER)) {
+	if (att->inflight && !live(c->h) && !blkq_armed(att, W_TIMER)) {
 		now = mono_ns();
 		due = nbd_rc_next_event(&c->rc, now);
 		blkq_timer(att, W_TIMER, due > now ? due - now : 1000000);
@@ -642,14 +807,8 @@ static int nbd_submit(struct blk_att *att, struct blk_dreq *r)
 	struct nbd_disk *d = c->disk;
 	int ret = 0;
 
-	if ((r->op == BLK_OP_DISCARD && !d->can_trim) ||
-	    ((r->op == BLK_OP_WRITE_ZEROES || r->op == BLK_OP_ZERO_UNMAP) && !d->can_zero))
-		return -EOPNOTSUPP;
-	if (r->op == BLK_OP_FLUSH && !d->can_flush) {
-		/* a server without flush writes through: nothing to do */
-		blkq_dreq_done(r, 0);
-		return 0;
-	}
+	/* What the server offers (flush, trim, zero) is checked when the
+	 * request goes out, on that connection's export (send_req). */
 	lock_conn(c, att);
 	service(c);
 	if (c->h && nbd_aio_is_connecting(c->h) && nbd_rc_expired(&c->rc, mono_ns())) {
@@ -678,17 +837,43 @@ static int nbd_submit(struct blk_att *att, struct blk_dreq *r)
 	return ret;
 }
 
+/* Whether c's socket has data (or a hang-up) to read now. libnbd 1.14
+ * must not be told the socket is readable when it is not: from READY it
+ * then starts a reply and waits in it, and commands queued meanwhile are
+ * not sent until a reply comes; with none outstanding, none ever does.
+ * On a shared connection every queue's watch fires for the same data and
+ * the first thread to take the lock reads it all, so the others look
+ * first. Alone on it, a watch that fired is the truth. */
+static bool readable_now(struct nbd_conn *c)
+{
+	struct pollfd p = { .fd = nbd_aio_get_fd(c->h), .events = POLLIN };
+
+	if (__atomic_load_n(&c->users, __ATOMIC_RELAXED) < 2)
+		return true;
+	return p.fd >= 0 && poll(&p, 1, 0) > 0;
+}
+
 static void nbd_event(struct blk_att *att, unsigned int idx, int res)
 {
-	struct nbd_conn *c = ((struct nbd_ctx *)att->ctx)->c;
+	struct nbd_ctx *x = att->ctx;
+	struct nbd_conn *c = x->c;
 
 	lock_conn(c, att);
-	if (res == -ECANCELED)
-		;	/* a watch moved off an old socket: re-armed below */
-	else if (c->h && idx == W_READ)
-		nbd_aio_notify_read(c->h);	/* -1: service() sees it */
-	else if (c->h && idx == W_WRITE)
+	if (idx != W_TIMER && x->watch_gen != c->gen) {
+		/* A watch on the socket of a handle since closed: arm()
+		 * cancelled it (-ECANCELED) or it fired first. Its result is
+		 * not the new socket's; arm() below watches that one. */
+	} else if (res < 0) {
+		/* -ECANCELED here is not ours (the queue aborting) */
+		if (res != -ECANCELED)
+			pr_warn_rated("%s: NBD socket watch failed: %s", c->disk->uri,
+				      strerror(-res));
+	} else if (c->h && idx == W_READ) {
+		if (readable_now(c))
+			nbd_aio_notify_read(c->h);	/* -1: service() sees it */
+	} else if (c->h && idx == W_WRITE) {
 		nbd_aio_notify_write(c->h);
+	}
 	service(c);
 	arm(att, c);
 	unlock_conn(c);
@@ -745,7 +930,7 @@ static void nbd_detach(struct blk_att *att)
 	}
 	unlock_conn(c);
 	pthread_mutex_lock(&d->lock);
-	c->users--;
+	__atomic_sub_fetch(&c->users, 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&d->lock);
 	free(x);
 	att->ctx = NULL;

@@ -19,14 +19,20 @@
 "  path=nbd://HOST[:PORT]/EXPORT, nbds://HOST[:PORT]/EXPORT (TLS),\n"          \
 "  path=nbd+unix:///EXPORT?socket=PATH\n"                                     \
 "      an export of an NBD server (qemu-nbd, qemu-storage-daemon, nbdkit)\n" \
-"      through libnbd, as the NBD URI standard spells it. When the\n"        \
-"      connection drops, iovm reconnects (after 100 ms, doubling to 2 s)\n"   \
-"      and sends every request that was in flight again. Options:\n"         \
+"      through libnbd, as the NBD URI standard spells it. TLS keys:\n"        \
+"      nbds+unix://USER@/?socket=PATH&tls-psk-file=FILE (or\n"               \
+"      tls-certificates=DIR). When the connection drops, iovm reconnects\n"  \
+"      (after 100 ms, doubling to 2 s; an attempt with no answer is\n"       \
+"      abandoned after timeout= or 10 s) and sends every request that was\n"  \
+"      in flight again. Options:\n"                                          \
 "        timeout=SECONDS  how long requests wait for a lost server before\n" \
 "                      they fail with an I/O error (1-86400, default 30);\n" \
-"                      while it stays away, new requests fail at once\n"     \
+"                      while it stays away, new requests fail at once; the\n" \
+"                      first connection, at start-up, waits as long\n"       \
 "      One connection per queue when the server offers multi-conn, else\n"   \
-"      one that all queues share; cache= is left to the server.\n"           \
+"      one that all queues share; cache= is left to the server. A server\n"  \
+"      that comes back with a smaller or read-only export fails requests\n"  \
+"      it cannot take with an I/O error; the guest's size stays.\n"          \
 "  On both, a discard need not read back as zeroes (SCSI reports LBPRZ 0),\n" \
 "  and SCSI's COMPARE AND WRITE and the shared persistent-reservation file\n" \
 "  (pr-state=) are for local images only.\n"

@@ -107,6 +107,7 @@ struct scsi_req {
 	void *scratch;			/* compare commands' buffer, or NULL */
 	bool is_write;
 	bool dealloc;			/* UNMAP ranges: discard, not zeroes */
+	bool zero_unmap;		/* else zeroes that may deallocate */
 	bool sync_after;		/* write-through: flush before done */
 	int err;
 	uint16_t nsteps;		/* WRITE SAME chunks / UNMAP ranges */

@@ -197,6 +197,10 @@ void disk_write_same(struct scsi_req *req, const uint8_t *cdb,
 		req->step = 0;
 		req->dealloc = unmap && d->be->discard_ok &&
 			       d->be->discard_zeroes;
+		/* Where a discard need not read back zeroes (RBD, NBD),
+		 * UNMAP still lets the backend deallocate while it zeroes
+		 * (NBD: WRITE_ZEROES without NO_HOLE). */
+		req->zero_unmap = unmap;
 		unmap_next(req);
 		return;
 	}
@@ -239,7 +243,8 @@ static void unmap_next(struct scsi_req *req)
 	}
 	req->stage = ST_UNMAP;
 	ret = blkq_discard(req->q, d->be,
-			   req->dealloc ? BLK_OP_DISCARD : BLK_OP_WRITE_ZEROES,
+			   req->dealloc ? BLK_OP_DISCARD : req->zero_unmap ?
+			   BLK_OP_ZERO_UNMAP : BLK_OP_WRITE_ZEROES,
 			   req->unmap[req->step].off, req->unmap[req->step].len,
 			   io_done, req);
 	req->step++;
@@ -294,6 +299,7 @@ void disk_unmap(struct scsi_req *req, const uint8_t *p, size_t len)
 	req->nsteps = n;
 	req->step = 0;
 	req->dealloc = d->be->discard_ok;
+	req->zero_unmap = false;
 	unmap_next(req);
 	return;
 fail:

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The probe under `iovm run` on network disks: a real Ceph cluster started
 # here (tests/ceph/cluster.sh): the probe's virtio-blk, virtio-scsi and LSI
-# tests; and, when iovm has NBD support, its virtio-blk test on a qcow2 file
+# tests, and a snapshot (read-only, its own data, refused without ro); and, when iovm has NBD support, its virtio-blk test on a qcow2 file
 # served by qemu-nbd and its LSI test on nbdkit's memory plugin. Each is
 # followed by a check of what the image holds afterwards (rbd export /
 # qemu-img convert, not the guest's own read-back). On RBD, one OSD is SIGKILLed while the
@@ -37,8 +37,11 @@ lsi_images_ok() {
 		die "LSI on $3: nothing written to target 0's image"
 }
 rdisk() { echo "path=rbd:iovm/$1,conf=$conf${2:-}"; }
-export_img() { rbd -c "$conf" export "iovm/$1" "$scratch/$1.raw" >/dev/null 2>&1 ||
-	die "rbd export $1 failed"; }
+export_img() {
+	rm -f "$scratch/$1.raw"
+	rbd -c "$conf" export "iovm/$1" "$scratch/$1.raw" >/dev/null 2>&1 ||
+		die "rbd export $1 failed"
+}
 
 # virtio-blk; osd.1 dies as soon as the guest's I/O is under way.
 run_probe "$scratch/blk.log" 240 "$iovm" run --kernel "$probe" --memory 128M \
@@ -56,6 +59,30 @@ grep -q '^probe: PASS' "$scratch/blk.log" || { cat "$scratch/blk.log"; die "blk 
 export_img blk
 check_pattern "$scratch/blk.log" blk "$scratch/blk.raw" ||
 	die "the RBD image does not hold what the guest wrote (blk)"
+
+# A snapshot (rbd:POOL/IMAGE@SNAP), taken now; then the image is
+# overwritten. With ro the probe sees a read-only disk that refuses
+# writes and reads the snapshot's data, not the image's later writes;
+# without ro it is refused with one line.
+rbd -c "$conf" snap create iovm/blk@s1 >/dev/null 2>&1 || die "rbd snap create failed"
+rbd -c "$conf" bench --io-type write --io-size 65536 --io-threads 4 --io-total 32M \
+	--io-pattern seq iovm/blk >/dev/null 2>&1 || die "rbd bench (overwriting the image) failed"
+export_img blk
+check_pattern "$scratch/blk.log" blk "$scratch/blk.raw" >/dev/null 2>&1 &&
+	die "the image still holds the guest's pattern after being overwritten"
+run_probe "$scratch/snap.log" 120 "$iovm" run --kernel "$probe" --memory 128M \
+	--disk "$(rdisk blk@s1 ,ro=on)" --append "test=blk-ro \
+pattern_seed=$(field "$scratch/blk.log" "probe: blk pattern" seed) \
+region_off=$(field "$scratch/blk.log" "probe: blk pattern" offset) \
+region=$(field "$scratch/blk.log" "probe: blk pattern" len)"
+expect_pass "$scratch/snap.log"
+grep -q '^probe: blk-ro pattern .* verified' "$scratch/snap.log" ||
+	die "the snapshot's data was not checked"
+run_probe "$scratch/snapw.log" 60 "$iovm" run --kernel "$probe" --memory 64M \
+	--disk "$(rdisk blk@s1)" --append "test=blk-ro"
+grep -q '^probe:' "$scratch/snapw.log" && die "a snapshot without ro was opened"
+grep -q "iovm: error: .*rbd:iovm/blk@s1: an RBD snapshot is read-only; add ro" "$scratch/snapw.log" ||
+	die "no clear error for a snapshot without ro"
 
 # virtio-scsi, two LUNs on two images.
 run_probe "$scratch/vscsi.log" 240 "$iovm" run --kernel "$probe" --memory 128M \

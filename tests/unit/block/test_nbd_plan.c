@@ -1,6 +1,9 @@
-/* Unit tests of the NBD driver's pure parts: iovecs into commands (one
- * per run, or short runs gathered), and the reconnect timing (backoff,
- * timeout, outage vs. first connect). */
+/* Unit tests of the NBD driver's pure parts: requests into commands (one
+ * per run of iovecs, or short runs gathered; which flags a zeroing
+ * carries), what an export that came back different
+ * refuses, and the reconnect timing (backoff, timeout, outage vs. first
+ * connect, the bound on one attempt). */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -70,15 +73,157 @@ static void test_segments(void **state)
 	assert_int_equal(ngot, 0);
 }
 
+/* ---- requests into commands ---- */
+
 static struct nbd_cmd cmds[64];
 static int ncmds;
 
-static int rec_cmd(void *opaque, const struct nbd_cmd *cmd)
+static int rec_cmd(void *opaque, const struct nbd_cmd *c)
 {
 	if (ncmds == fail_at)
 		return -5;
-	cmds[ncmds++] = *cmd;
+	assert_true(ncmds < 64);
+	cmds[ncmds++] = *c;
 	return 0;
+}
+
+static int plan(const struct nbd_export *e, enum blk_op op, uint64_t off,
+		uint64_t len)
+{
+	static char m[8192];
+	struct iovec v = { m, len < sizeof(m) ? len : sizeof(m) };
+
+	ncmds = 0;
+	fail_at = -1;
+	return nbd_plan_request(e, op, &v, 1, off, len, 0, rec_cmd, NULL);
+}
+
+static const struct nbd_export all = {
+	.size = 1 << 20, .min_block = 1, .max_payload = 4096,
+	.can_flush = true, .can_trim = true, .can_zero = true,
+};
+
+static void test_request_commands(void **state)
+{
+	struct nbd_export e = all;
+
+	/* a READ or WRITE is its segments, split at the maximum payload */
+	assert_int_equal(plan(&e, BLK_OP_READ, 4096, 8192), 0);
+	assert_int_equal(ncmds, 2);
+	assert_int_equal(cmds[0].cmd, NBD_PLAN_READ);
+	assert_int_equal(cmds[1].off, 8192);
+	assert_int_equal(plan(&e, BLK_OP_WRITE, 0, 512), 0);
+	assert_int_equal(ncmds, 1);
+	assert_int_equal(cmds[0].cmd, NBD_PLAN_WRITE);
+	assert_int_equal(cmds[0].flags, 0);
+	/* FLUSH; nothing to send to a server without flush */
+	assert_int_equal(plan(&e, BLK_OP_FLUSH, 0, 0), 0);
+	assert_int_equal(ncmds, 1);
+	assert_int_equal(cmds[0].cmd, NBD_PLAN_FLUSH);
+	e.can_flush = false;
+	assert_int_equal(plan(&e, BLK_OP_FLUSH, 0, 0), NBD_PLAN_NOTHING);
+	assert_int_equal(ncmds, 0);
+	/* DISCARD is a TRIM, whose data need not read back as zeroes */
+	assert_int_equal(plan(&e, BLK_OP_DISCARD, 65536, 65536), 0);
+	assert_int_equal(ncmds, 1);
+	assert_int_equal(cmds[0].cmd, NBD_PLAN_TRIM);
+	assert_int_equal(cmds[0].flags, 0);
+	assert_int_equal(cmds[0].off, 65536);
+	assert_int_equal(cmds[0].len, 65536);
+	/* the server lacks it: unsupported, nothing sent */
+	e.can_trim = false;
+	assert_int_equal(plan(&e, BLK_OP_DISCARD, 0, 4096), -EOPNOTSUPP);
+	assert_int_equal(ncmds, 0);
+	e.can_zero = false;
+	assert_int_equal(plan(&e, BLK_OP_WRITE_ZEROES, 0, 4096), -EOPNOTSUPP);
+	assert_int_equal(plan(&e, BLK_OP_ZERO_UNMAP, 0, 4096), -EOPNOTSUPP);
+	assert_int_equal(ncmds, 0);
+}
+
+/* virtio-blk WRITE_ZEROES without UNMAP and SCSI WRITE SAME without UNMAP
+ * (BLK_OP_WRITE_ZEROES) must not deallocate: NO_HOLE. With UNMAP
+ * (BLK_OP_ZERO_UNMAP) the server may punch a hole. Neither is FAST_ZERO
+ * (the protocol's bit 4): no guest request asks to fail rather than be
+ * slow. */
+static void test_zero_flags(void **state)
+{
+	struct nbd_export e = all;
+
+	assert_int_equal(plan(&e, BLK_OP_WRITE_ZEROES, 4096, 8192), 0);
+	assert_int_equal(ncmds, 1);
+	assert_int_equal(cmds[0].cmd, NBD_PLAN_ZERO);
+	assert_int_equal(cmds[0].flags, NBD_PLAN_FLAG_NO_HOLE);
+	assert_int_equal(NBD_PLAN_FLAG_NO_HOLE, 1 << 1);	/* the protocol's */
+	assert_int_equal(cmds[0].off, 4096);
+	assert_int_equal(cmds[0].len, 8192);
+	assert_int_equal(plan(&e, BLK_OP_ZERO_UNMAP, 4096, 8192), 0);
+	assert_int_equal(ncmds, 1);
+	assert_int_equal(cmds[0].cmd, NBD_PLAN_ZERO);
+	assert_int_equal(cmds[0].flags, 0);
+	/* a zeroing is not split at the payload limit, only where the
+	 * protocol's 32-bit length needs it */
+	e.size = 8ull << 30;
+	assert_int_equal(plan(&e, BLK_OP_ZERO_UNMAP, 512, (5ull << 30) + 512), 0);
+	assert_int_equal(ncmds, 6);
+	for (int i = 0; i < 6; i++) {
+		assert_int_equal(cmds[i].off, 512 + (uint64_t)i * NBD_MAX_RANGE);
+		assert_int_equal(cmds[i].len, i < 5 ? NBD_MAX_RANGE : 512);
+		assert_int_equal(cmds[i].flags & (1u << 4), 0);
+	}
+	assert_int_equal(plan(&e, BLK_OP_DISCARD, 0, NBD_MAX_RANGE * 2), 0);
+	assert_int_equal(ncmds, 2);
+}
+
+/* A server that came back with a different export: what it cannot take
+ * fails with EIO before anything is sent. */
+static void test_request_bounds(void **state)
+{
+	struct nbd_export e = all;
+
+	e.size = 65536;
+	assert_int_equal(plan(&e, BLK_OP_WRITE, 65536 - 512, 512), 0);
+	assert_int_equal(plan(&e, BLK_OP_WRITE, 65536, 512), -EIO);
+	assert_int_equal(ncmds, 0);
+	assert_int_equal(plan(&e, BLK_OP_READ, 65536 - 512, 1024), -EIO);
+	assert_int_equal(plan(&e, BLK_OP_WRITE_ZEROES, 32768, 65536), -EIO);
+	assert_int_equal(plan(&e, BLK_OP_DISCARD, UINT64_MAX - 511, 512), -EIO);
+	assert_int_equal(ncmds, 0);
+	/* a minimum block size: the request must be aligned to it */
+	e.min_block = 4096;
+	assert_int_equal(plan(&e, BLK_OP_READ, 4096, 4096), 0);
+	assert_int_equal(plan(&e, BLK_OP_READ, 512, 4096), -EIO);
+	assert_int_equal(plan(&e, BLK_OP_WRITE, 4096, 512), -EIO);
+	assert_int_equal(ncmds, 0);
+	/* read-only: reads and flushes go, writes of any kind do not */
+	e = all;
+	e.ro = true;
+	assert_int_equal(plan(&e, BLK_OP_READ, 0, 512), 0);
+	assert_int_equal(plan(&e, BLK_OP_FLUSH, 0, 0), 0);
+	assert_int_equal(plan(&e, BLK_OP_WRITE, 0, 512), -EIO);
+	assert_int_equal(plan(&e, BLK_OP_WRITE_ZEROES, 0, 512), -EIO);
+	assert_int_equal(plan(&e, BLK_OP_ZERO_UNMAP, 0, 512), -EIO);
+	assert_int_equal(plan(&e, BLK_OP_DISCARD, 0, 512), -EIO);
+	assert_int_equal(ncmds, 0);
+}
+
+static void test_export_changes(void **state)
+{
+	struct nbd_export a = all, b = all;
+
+	assert_int_equal(nbd_plan_export_changes(&a, &b), 0);
+	b.max_payload = 512;	/* followed per connection: no change */
+	assert_int_equal(nbd_plan_export_changes(&a, &b), 0);
+	b.size /= 2;
+	b.ro = true;
+	assert_int_equal(nbd_plan_export_changes(&a, &b),
+			 NBD_CHANGED_SIZE | NBD_CHANGED_RO);
+	b = all;
+	b.min_block = 4096;
+	b.can_zero = false;
+	b.multi_conn = true;
+	assert_int_equal(nbd_plan_export_changes(&a, &b),
+			 NBD_CHANGED_MIN_BLOCK | NBD_CHANGED_FEATURES |
+			 NBD_CHANGED_MULTI_CONN);
 }
 
 /* Short runs that follow one another are gathered up to the limit; a
@@ -99,8 +244,10 @@ static void test_gather(void **state)
 
 	ncmds = 0;
 	fail_at = -1;
-	assert_int_equal(nbd_plan_commands(v, 7, 512, 16384, 12288, rec_cmd, NULL), 0);
+	assert_int_equal(nbd_plan_commands(NBD_PLAN_READ, v, 7, 512, 16384, 12288, rec_cmd, NULL), 0);
 	assert_int_equal(ncmds, 5);
+	for (int i = 0; i < ncmds; i++)
+		assert_int_equal(cmds[i].cmd, NBD_PLAN_READ);
 	/* 0-3 gathered (the empty iovec among them) */
 	assert_null(cmds[0].buf);
 	assert_ptr_equal(cmds[0].iov, v);
@@ -124,7 +271,7 @@ static void test_gather(void **state)
 	assert_int_equal(sum, 4 * 4096 + 20000 + 1024);
 	/* gather 0: one command per run, as nbd_plan_segments */
 	ncmds = 0;
-	assert_int_equal(nbd_plan_commands(v, 7, 0, 16384, 0, rec_cmd, NULL), 0);
+	assert_int_equal(nbd_plan_commands(NBD_PLAN_READ, v, 7, 0, 16384, 0, rec_cmd, NULL), 0);
 	assert_int_equal(ncmds, 7);
 	for (int i = 0; i < ncmds; i++)
 		assert_non_null(cmds[i].buf);
@@ -133,7 +280,7 @@ static void test_gather(void **state)
 	for (int i = 0; i < 16; i++)
 		c[i] = (struct iovec){ m + i * 4096, 4096 };
 	ncmds = 0;
-	assert_int_equal(nbd_plan_commands(c, 16, 0, 1 << 20, 131072, rec_cmd, NULL), 0);
+	assert_int_equal(nbd_plan_commands(NBD_PLAN_WRITE, c, 16, 0, 1 << 20, 131072, rec_cmd, NULL), 0);
 	assert_int_equal(ncmds, 1);
 	assert_ptr_equal(cmds[0].buf, m);
 	assert_int_equal(cmds[0].len, 65536);
@@ -141,7 +288,7 @@ static void test_gather(void **state)
 	for (int i = 0; i < 16; i++)
 		c[i] = (struct iovec){ m + i * 8192, 4096 };
 	ncmds = 0;
-	assert_int_equal(nbd_plan_commands(c, 16, 0, 1 << 20, 131072, rec_cmd, NULL), 0);
+	assert_int_equal(nbd_plan_commands(NBD_PLAN_WRITE, c, 16, 0, 1 << 20, 131072, rec_cmd, NULL), 0);
 	assert_int_equal(ncmds, 1);
 	assert_null(cmds[0].buf);
 	assert_int_equal(cmds[0].iovcnt, 16);
@@ -149,15 +296,39 @@ static void test_gather(void **state)
 	/* leading empty iovecs: the single run goes direct from its data */
 	struct iovec e[] = { { m + 500, 0 }, { m + 4096, 512 } };
 	ncmds = 0;
-	assert_int_equal(nbd_plan_commands(e, 2, 0, 16384, 4096, rec_cmd, NULL), 0);
+	assert_int_equal(nbd_plan_commands(NBD_PLAN_READ, e, 2, 0, 16384, 4096, rec_cmd, NULL), 0);
 	assert_int_equal(ncmds, 1);
 	assert_ptr_equal(cmds[0].buf, m + 4096);
 	/* the first error stops the plan */
 	ncmds = 0;
 	fail_at = 1;
-	assert_int_equal(nbd_plan_commands(v, 7, 0, 16384, 12288, rec_cmd, NULL), -5);
+	assert_int_equal(nbd_plan_commands(NBD_PLAN_READ, v, 7, 0, 16384, 12288, rec_cmd, NULL), -5);
 	assert_int_equal(ncmds, 1);
 	fail_at = -1;
+}
+
+/* nbd_plan_request gathers with the driver's limit, but never past the
+ * export's maximum payload. */
+static void test_request_gathers(void **state)
+{
+	static char m[1 << 16];
+	struct nbd_export e = all;	/* max_payload 4096 */
+	struct iovec c[16];
+
+	for (int i = 0; i < 16; i++)
+		c[i] = (struct iovec){ m + i * 2048, 1024 };
+	ncmds = 0;
+	fail_at = -1;
+	assert_int_equal(nbd_plan_request(&e, BLK_OP_WRITE, c, 16, 0, 16384, 131072,
+					  rec_cmd, NULL), 0);
+	assert_int_equal(ncmds, 4);
+	for (int i = 0; i < ncmds; i++) {
+		assert_int_equal(cmds[i].cmd, NBD_PLAN_WRITE);
+		assert_null(cmds[i].buf);
+		assert_int_equal(cmds[i].iovcnt, 4);
+		assert_int_equal(cmds[i].len, 4096);
+		assert_int_equal(cmds[i].off, (uint64_t)i * 4096);
+	}
 }
 
 #define MS 1000000ull
@@ -219,11 +390,55 @@ static void test_fresh(void **state)
 	assert_false(rc.down);
 }
 
+/* A connection attempt that never finishes (a host that drops SYNs, a
+ * server that accepts and never answers) is abandoned after at most
+ * NBD_ATTEMPT_MAX_NS, or the timeout if shorter, and counts as failed. */
+static void test_attempt_bound(void **state)
+{
+	struct nbd_reconnect rc;
+	uint64_t t = 50 * S;
+
+	nbd_rc_init(&rc, 30 * S);
+	nbd_rc_lost(&rc, t, false);
+	t += 100 * MS;
+	assert_true(nbd_rc_try_now(&rc, t));
+	nbd_rc_attempt(&rc, t);
+	/* no second attempt while one is under way */
+	assert_false(nbd_rc_try_now(&rc, t + 5 * S));
+	assert_false(nbd_rc_attempt_overdue(&rc, t + NBD_ATTEMPT_MAX_NS - 1));
+	assert_true(nbd_rc_attempt_overdue(&rc, t + NBD_ATTEMPT_MAX_NS));
+	/* the timer wakes for it */
+	assert_int_equal(nbd_rc_next_event(&rc, t), t + NBD_ATTEMPT_MAX_NS);
+	t += NBD_ATTEMPT_MAX_NS;
+	nbd_rc_failed(&rc, t);
+	assert_false(nbd_rc_attempt_overdue(&rc, t + 3600 * S));
+	assert_int_equal(rc.next_try, t + 200 * MS);
+	/* the timeout is still counted from the loss, attempt or not */
+	nbd_rc_attempt(&rc, 75 * S);
+	assert_int_equal(nbd_rc_next_event(&rc, 75 * S), 50 * S + 30 * S);
+	assert_true(nbd_rc_expired(&rc, 50 * S + 30 * S));
+	/* up: no attempt under way any more */
+	nbd_rc_up(&rc);
+	assert_false(nbd_rc_attempt_overdue(&rc, 3600 * S));
+	/* a short timeout bounds the attempt too */
+	nbd_rc_init(&rc, 2 * S);
+	nbd_rc_lost(&rc, t, true);
+	nbd_rc_attempt(&rc, t);
+	assert_true(nbd_rc_attempt_overdue(&rc, t + 2 * S));
+	assert_false(nbd_rc_attempt_overdue(&rc, t + 2 * S - 1));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_segments),
 		cmocka_unit_test(test_gather),
+		cmocka_unit_test(test_request_gathers),
+		cmocka_unit_test(test_request_commands),
+		cmocka_unit_test(test_zero_flags),
+		cmocka_unit_test(test_request_bounds),
+		cmocka_unit_test(test_export_changes),
+		cmocka_unit_test(test_attempt_bound),
 		cmocka_unit_test(test_backoff_and_timeout),
 		cmocka_unit_test(test_fresh),
 	};

@@ -941,6 +941,44 @@ static void test_write_same(void **state)
 		     SENSE_ILLEGAL_REQUEST, 0x21, 0, 0, 0);
 }
 
+/* Which zeroing operations reached the backend (blkq_test_result). */
+static unsigned int seen_ops;
+
+static int record_op(const struct blk_backend *be, enum blk_op op, int res)
+{
+	seen_ops |= 1u << op;
+	return res;
+}
+
+/* A zero WRITE SAME with UNMAP on a backend whose discard need not read
+ * back zeroes (RBD, NBD): zeroes that may deallocate (ZERO_UNMAP, NBD's
+ * WRITE_ZEROES without NO_HOLE), never a discard; without UNMAP, zeroes
+ * that must stay allocated; where a discard reads back zeroes (a file),
+ * the discard itself. */
+static void test_write_same_unmap_ops(void **state)
+{
+	static uint8_t r[8 * BS], blk[BS];
+
+	memset(blk, 0, BS);
+	blkq_test_result = record_op;
+	E.be.discard_zeroes = false;
+	write_blocks(300, 8, 6);
+	seen_ops = 0;
+	expect_good(RUN(SCSI_DIR_TO_DEV, blk, BS, 0x41, 0x08, 0, 0, 0x01, 0x2c, 0, 0, 4, 0));
+	assert_int_equal(seen_ops, 1u << BLK_OP_ZERO_UNMAP);
+	seen_ops = 0;
+	expect_good(RUN(SCSI_DIR_TO_DEV, blk, BS, 0x41, 0, 0, 0, 0x01, 0x30, 0, 0, 2, 0));
+	assert_int_equal(seen_ops, 1u << BLK_OP_WRITE_ZEROES);
+	read_blocks(300, 8, r);
+	assert_true(zeroes(r, 6 * BS));
+	assert_false(zeroes(r + 6 * BS, BS));
+	E.be.discard_zeroes = true;
+	seen_ops = 0;
+	expect_good(RUN(SCSI_DIR_TO_DEV, blk, BS, 0x41, 0x08, 0, 0, 0x01, 0x2c, 0, 0, 4, 0));
+	assert_int_equal(seen_ops, 1u << BLK_OP_DISCARD);
+	blkq_test_result = NULL;
+}
+
 static void test_start_stop_prevent(void **state)
 {
 	static uint8_t b[BS];
@@ -1609,6 +1647,7 @@ int main(void)
 		cmocka_unit_test(test_rsoc),
 		cmocka_unit_test(test_unmap),
 		cmocka_unit_test(test_write_same),
+		cmocka_unit_test(test_write_same_unmap_ops),
 		cmocka_unit_test(test_start_stop_prevent),
 		cmocka_unit_test(test_request_sense_ua),
 		cmocka_unit_test(test_absent_lun),
