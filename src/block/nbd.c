@@ -120,10 +120,12 @@ static struct nbd_conn *conn_of(const struct blk_dreq *r)
 }
 
 /* r->drv[]: commands of the request still out; its first error; whether a
- * command was lost with its connection (the request goes again). */
+ * command was lost with its connection (the request goes again); how many
+ * of its callbacks ran (see queued()). */
 #define R_LEFT 0
 #define R_ERR 1
 #define R_LOST 2
+#define R_DONE 3
 
 /* Connected and negotiated: waiting for commands (ready) or working on
  * some (processing). */
@@ -425,6 +427,7 @@ static int on_reply(void *user_data, int *error)
 
 	/* No libnbd call here: the handle's lock is held. libnbd retires
 	 * the commands of a connection that dies with ENOTCONN. */
+	r->drv[R_DONE]++;
 	if (*error) {
 		if (conn_error(*error))
 			r->drv[R_LOST] = 1;
@@ -493,12 +496,28 @@ static struct nbd_bounce *bounce_get(struct nbd_conn *c)
 
 static int send_cmd(void *opaque, const struct nbd_cmd *cmd);
 
+/* Whether a command whose nbd_aio_* call returned -1 was queued all the
+ * same. libnbd 1.14 queues a command before it runs its state machine to
+ * send it; when that run fails (the server went away under the write),
+ * the handle dies and retires every queued command, running its callback
+ * with ENOTCONN, and the call still returns -1. So if any callback of r
+ * ran during the call, the machine died and this command's ran too (it
+ * is accounted for, its buffer back in the pool); if none did, it was
+ * never queued. done is r->drv[R_DONE] from before the call. (Counting
+ * it twice left R_LEFT wrapped and the request waiting for ever: seen in
+ * netdisk-tcg nbd-restart.) */
+static bool queued(const struct blk_dreq *r, uint64_t done)
+{
+	return r->drv[R_DONE] != done;
+}
+
 /* A READ or WRITE command of scattered iovecs, through a pool buffer;
  * with none free, one command per run, uncopied. */
 static int send_gathered(struct send_ctx *s, const struct nbd_cmd *cmd)
 {
 	nbd_completion_callback cb = { .callback = on_gather_reply };
 	struct nbd_bounce *b = bounce_get(s->c);
+	uint64_t done;
 	int64_t cookie;
 
 	if (!b)
@@ -506,6 +525,7 @@ static int send_gathered(struct send_ctx *s, const struct nbd_cmd *cmd)
 					 s->c->ex.max_payload, 0, send_cmd, s);
 	*b = (struct nbd_bounce){ .r = s->r, .iov = cmd->iov, .iovcnt = cmd->iovcnt };
 	cb.user_data = b;
+	done = s->r->drv[R_DONE];
 	s->r->drv[R_LEFT]++;
 	if (cmd->cmd == NBD_PLAN_READ) {
 		cookie = nbd_aio_pread(s->c->h, b->data, cmd->len, cmd->off, cb, 0);
@@ -519,10 +539,14 @@ static int send_gathered(struct send_ctx *s, const struct nbd_cmd *cmd)
 		cookie = nbd_aio_pwrite(s->c->h, b->data, cmd->len, cmd->off, cb, 0);
 	}
 	if (cookie < 0) {
-		s->r->drv[R_LEFT]--;
-		b->next = s->c->bounce_free;
-		s->c->bounce_free = b;
-		return libnbd_err();
+		int ret = libnbd_err();
+
+		if (!queued(s->r, done)) {
+			s->r->drv[R_LEFT]--;
+			b->next = s->c->bounce_free;
+			s->c->bounce_free = b;
+		}
+		return ret;
 	}
 	return 0;
 }
@@ -533,6 +557,7 @@ static int send_cmd(void *opaque, const struct nbd_cmd *cmd)
 	struct send_ctx *s = opaque;
 	struct nbd_handle *h = s->c->h;
 	nbd_completion_callback cb = { .callback = on_reply, .user_data = s->r };
+	uint64_t done = s->r->drv[R_DONE];
 	int64_t cookie = -1;
 
 	if ((cmd->cmd == NBD_PLAN_READ || cmd->cmd == NBD_PLAN_WRITE) && !cmd->buf)
@@ -556,8 +581,11 @@ static int send_cmd(void *opaque, const struct nbd_cmd *cmd)
 		break;
 	}
 	if (cookie < 0) {
-		s->r->drv[R_LEFT]--;
-		return libnbd_err();
+		int ret = libnbd_err();
+
+		if (!queued(s->r, done))
+			s->r->drv[R_LEFT]--;
+		return ret;
 	}
 	return 0;
 }
@@ -573,6 +601,7 @@ static void send_req(struct nbd_conn *c, struct blk_dreq *r)
 	r->drv[R_LEFT] = 1;	/* held until all are sent */
 	r->drv[R_ERR] = 0;
 	r->drv[R_LOST] = 0;
+	r->drv[R_DONE] = 0;
 	ret = nbd_plan_request(&c->ex, r->op, r->iov, r->iovcnt, r->offset, r->len,
 			       c->disk->gather, send_cmd, &s);
 	if (ret == NBD_PLAN_NOTHING)

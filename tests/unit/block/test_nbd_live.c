@@ -1,0 +1,224 @@
+/* The NBD driver against a real server (nbdkit's memory plugin, our child):
+ * a server that went away while the connection was idle is found out by
+ * the next request's own write, and that request waits, is sent again on
+ * the reconnected server and completes. Built by construction: the server
+ * is SIGKILLed and reaped (all its sockets closed) before the request is
+ * made. SKIPPED (77) without nbdkit or an NBD-enabled build. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "block/backend.h"
+#include "config.h"
+
+static char dir[] = "/tmp/iovm-nbd-live.XXXXXX";
+static char sock[128], pidf[160];
+static pid_t server;
+
+/* nbdkit in the foreground, our child (it dies with us); returns once its
+ * pid file exists, which nbdkit writes after it has bound the socket. */
+static void server_start_with(const char *filter)
+{
+	unlink(pidf);
+	unlink(sock);
+	server = fork();
+	assert_true(server >= 0);
+	if (!server) {
+		if (filter)
+			execlp("nbdkit", "nbdkit", "-f", "-U", sock, "-P", pidf, filter,
+			       "memory", "1M", "delay-write=30", (char *)NULL);
+		else
+			execlp("nbdkit", "nbdkit", "-f", "-U", sock, "-P", pidf, "memory",
+			       "1M", (char *)NULL);
+		_exit(127);
+	}
+	for (;;) {
+		struct stat st;
+		int status;
+
+		if (!stat(pidf, &st) && st.st_size > 0)
+			return;
+		assert_int_equal(waitpid(server, &status, WNOHANG), 0);
+		usleep(10000);	/* polls a condition: no result depends on it */
+	}
+}
+
+static void server_start(void)
+{
+	server_start_with(NULL);
+}
+
+static void server_kill(void)
+{
+	int status;
+
+	kill(server, SIGKILL);
+	assert_int_equal(waitpid(server, &status, 0), server);
+}
+
+static int result;
+static bool done;
+
+static void on_done(void *tag, int res)
+{
+	result = res;
+	done = true;
+}
+
+/* Runs one request to its end on q. */
+static int io(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
+	      char *buf, uint64_t off)
+{
+	struct iovec v = { buf, 4096 };
+
+	done = false;
+	assert_int_equal(blkq_rw(q, be, op, &v, 1, off, on_done, NULL), 0);
+	assert_true(blkq_submit(q) >= 0);
+	while (!done)
+		assert_true(blkq_reap(q, true) >= 0);
+	return result;
+}
+
+static void test_server_gone_while_idle(void **state)
+{
+	struct disk_cfg cfg = { .cache = CACHE_NONE };
+	struct blk_backend be = { 0 };
+	struct blk_queue *q;
+	char uri[256], err[256], a[4096], b[4096];
+
+	snprintf(uri, sizeof(uri), "nbd+unix:///?socket=%s", sock);
+	cfg.path = uri;
+	server_start();
+	assert_int_equal(blk_open(&be, &cfg, err, sizeof(err)), 0);
+	q = blkq_create(8);
+	assert_non_null(q);
+	memset(a, 0xa5, sizeof(a));
+	assert_int_equal(io(q, &be, BLK_OP_WRITE, a, 8192), 4096);
+
+	/* Gone, and reaped: the connection's peer is closed before the
+	 * next request is made. */
+	server_kill();
+	server_start();
+	/* The write finds the old connection dead as it sends; it waits for
+	 * the new server, goes again and completes. */
+	memset(a, 0x3c, sizeof(a));
+	assert_int_equal(io(q, &be, BLK_OP_WRITE, a, 4096), 4096);
+	memset(b, 0, sizeof(b));
+	assert_int_equal(io(q, &be, BLK_OP_READ, b, 4096), 4096);
+	assert_memory_equal(a, b, sizeof(a));
+
+	blkq_destroy(q);
+	blk_close(&be);
+	server_kill();
+}
+
+static unsigned int ndone;
+
+static void count_done(void *tag, int res)
+{
+	assert_int_equal(res, 4096);
+	ndone++;
+}
+
+/* Writes out on the connection, their replies held back by the server
+ * (nbdkit's delay filter), when it is SIGKILLed: every one of them is sent
+ * again on the new server and completes, contiguous ones and ones whose
+ * scattered pieces were gathered into a pool buffer. */
+static void test_server_gone_with_writes_out(void **state)
+{
+	struct disk_cfg cfg = { .cache = CACHE_NONE };
+	struct blk_backend be = { 0 };
+	static char data[8][8192], back[4096];
+	struct iovec v[8][4];
+	struct blk_queue *q;
+	char uri[256], err[256];
+
+	snprintf(uri, sizeof(uri), "nbd+unix:///?socket=%s", sock);
+	cfg.path = uri;
+	server_start_with("--filter=delay");
+	assert_int_equal(blk_open(&be, &cfg, err, sizeof(err)), 0);
+	q = blkq_create(16);
+	assert_non_null(q);
+	ndone = 0;
+	for (int i = 0; i < 8; i++) {
+		memset(data[i], 'a' + i, sizeof(data[i]));
+		if (i % 2) {	/* four 1 KiB pieces, apart: gathered */
+			for (int k = 0; k < 4; k++)
+				v[i][k] = (struct iovec){ data[i] + k * 2048, 1024 };
+			assert_int_equal(blkq_rw(q, &be, BLK_OP_WRITE, v[i], 4,
+						 (uint64_t)i * 4096, count_done, NULL), 0);
+		} else {
+			v[i][0] = (struct iovec){ data[i], 4096 };
+			assert_int_equal(blkq_rw(q, &be, BLK_OP_WRITE, v[i], 1,
+						 (uint64_t)i * 4096, count_done, NULL), 0);
+		}
+	}
+	/* Submitted: libnbd writes the commands to the socket as they come
+	 * (the server takes them and holds the replies for 30 s). */
+	assert_true(blkq_submit(q) >= 0);
+	assert_int_equal(ndone, 0);
+	server_kill();
+	server_start();
+	while (ndone < 8)
+		assert_true(blkq_reap(q, true) >= 0);
+	for (int i = 0; i < 8; i++) {
+		struct iovec r = { back, 4096 };
+
+		done = false;
+		assert_int_equal(blkq_rw(q, &be, BLK_OP_READ, &r, 1, (uint64_t)i * 4096,
+					 on_done, NULL), 0);
+		assert_true(blkq_submit(q) >= 0);
+		while (!done)
+			assert_true(blkq_reap(q, true) >= 0);
+		assert_int_equal(result, 4096);
+		for (int k = 0; k < 4096; k++)
+			assert_int_equal(back[k], 'a' + i);
+	}
+	blkq_destroy(q);
+	blk_close(&be);
+	server_kill();
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_server_gone_while_idle),
+		cmocka_unit_test(test_server_gone_with_writes_out),
+	};
+	int ret;
+
+#ifndef IOVM_HAVE_NBD
+	printf("SKIPPED: iovm built without libnbd\n");
+	return 77;
+#endif
+	if (system("command -v nbdkit >/dev/null 2>&1")) {
+		printf("SKIPPED: nbdkit is not installed (tools/install-deps.sh)\n");
+		return 77;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	if (!mkdtemp(dir)) {
+		perror(dir);
+		return 1;
+	}
+	snprintf(sock, sizeof(sock), "%s/nbd.sock", dir);
+	snprintf(pidf, sizeof(pidf), "%s/nbdkit.pid", dir);
+	/* a hang is a failure, not a wait for ever */
+	alarm(120);
+	ret = cmocka_run_group_tests(tests, NULL, NULL);
+	unlink(sock);
+	unlink(pidf);
+	rmdir(dir);
+	return ret;
+}
