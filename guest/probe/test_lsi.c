@@ -258,10 +258,17 @@ static void check_sto(unsigned int absent, bool intx)
 	istat = lsi_reg8(&hba, LSI_ISTAT);
 	if (istat & (LSI_ISTAT_SIP | LSI_ISTAT_DIP))
 		probe_fail("lsi: istat=%x after reading SIST", istat);
+	/* One interrupt raised while the line was still up may land after
+	 * the read: an EOI's re-raise (the resample thread saw SIP set)
+	 * and KVM's irqfd injection are both asynchronous. Each EOI
+	 * re-raises at most once, so more than one means the line stayed
+	 * up; 20 ms leaves a line that stayed up time for many. (Counting
+	 * any at all failed the suite once on a loaded host.) */
 	after = irq_count[0];
-	delay_us(2000);
-	if (intx && irq_count[0] != after)
-		probe_fail("lsi: INTA# still firing after SIST was read");
+	delay_us(20000);
+	if (intx && irq_count[0] - after > 1)
+		probe_fail("lsi: INTA# still firing after SIST was read (%u interrupts)",
+			   (unsigned int)(irq_count[0] - after));
 	pr("probe: lsi target %u absent: selection timeout, interrupts=%lu\n",
 	   absent, (unsigned long)(after - before));
 	lsi_restart(&hba);
