@@ -867,18 +867,20 @@ static int nbd_submit(struct blk_att *att, struct blk_dreq *r)
 }
 
 /* Whether c's socket has data (or a hang-up) to read now. libnbd 1.14
- * must not be told the socket is readable when it is not: from READY it
- * then starts a reply and waits in it, and commands queued meanwhile are
- * not sent until a reply comes; with none outstanding, none ever does.
- * On a shared connection every queue's watch fires for the same data and
- * the first thread to take the lock reads it all, so the others look
- * first. Alone on it, a watch that fired is the truth. */
+ * must not be told the socket is readable when it is not: it then starts
+ * a reply and waits in it (from READY, or pausing a command half sent),
+ * and commands not yet on the wire stay there until a reply comes; with
+ * none outstanding, none ever does. A watch that fired is not enough:
+ * on a shared connection every queue's watch fires for the same data and
+ * the first thread to take the lock reads it all; alone on a connection,
+ * a watch armed during the handshake fires for data that libnbd read by
+ * itself when it read the next reply straight after sending an option
+ * (seen: netdisk-tcg nbd-restart hung, one request on the wire, about one
+ * run in five). One poll of the socket per wakeup, under the lock. */
 static bool readable_now(struct nbd_conn *c)
 {
 	struct pollfd p = { .fd = nbd_aio_get_fd(c->h), .events = POLLIN };
 
-	if (__atomic_load_n(&c->users, __ATOMIC_RELAXED) < 2)
-		return true;
 	return p.fd >= 0 && poll(&p, 1, 0) > 0;
 }
 
