@@ -30,14 +30,18 @@ pids=""
 trap 'for p in $pids; do kill -9 "$p" 2>/dev/null; done; rm -rf "$scratch"' EXIT
 
 wait_sock() { for _ in $(seq 100); do [ -S "$1" ] && return 0; sleep 0.1; done; die "no socket $1"; }
-# nbdkit_start NAME ARGS...: nbdkit on $scratch/NAME.sock, daemonised.
+# nbdkit_start NAME ARGS...: nbdkit on $scratch/NAME.sock, daemonised. It
+# writes its pid file after binding the socket: waiting for the socket
+# alone could read an empty pid file and leave the server running.
 nbdkit_start() {
 	n=$1
 	shift
 	nbdkit -U "$scratch/$n.sock" -P "$scratch/$n.pid" "$@" 2>"$scratch/$n.err" ||
 		{ cat "$scratch/$n.err"; die "nbdkit ($n) did not start"; }
-	wait_sock "$scratch/$n.sock"
+	for _ in $(seq 100); do [ -s "$scratch/$n.pid" ] && break; sleep 0.1; done
+	[ -s "$scratch/$n.pid" ] || die "nbdkit ($n) wrote no pid file"
 	pids="$pids $(cat "$scratch/$n.pid")"
+	wait_sock "$scratch/$n.sock"
 }
 # expect_refused LOG TEXT: iovm failed at start-up (no guest ran) with
 # TEXT on its one error line.
