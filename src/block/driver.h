@@ -34,7 +34,7 @@ struct blk_dreq {
 };
 
 /* The watches and timers a context can have armed at once (index). */
-#define BLK_ATT_WATCHES 3
+#define BLK_ATT_WATCHES 4
 
 /* A driver's per-queue context: one per (queue, backend), made by the
  * queue on the backend's first request from that queue. */

@@ -31,6 +31,11 @@
  * been unreachable for timeout= seconds, the waiting requests fail with
  * EIO and new ones fail at once until a reconnect succeeds. The first
  * connection, at open, gets timeout= seconds and then start-up fails.
+ * A server that keeps the connection open but answers nothing (stopped,
+ * wedged, a dead peer behind a silent network) counts as gone: once a
+ * connection has owed replies and received none for timeout= seconds it
+ * is cut, its requests fail with EIO, and a reconnect starts. A slow
+ * server whose replies keep coming is never cut, however deep its queue.
  * Errors the server returns on a live connection reach the guest at once.
  *
  * A server that comes back different: each connection plans its commands
@@ -46,6 +51,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -62,6 +68,7 @@
 #define W_READ 0
 #define W_WRITE 1
 #define W_TIMER 2
+#define W_STALL 3
 
 struct nbd_disk;
 
@@ -85,6 +92,7 @@ struct nbd_conn {
 	struct blk_dreq **pending_tail;
 	struct blk_queue *cur;		/* the queue whose thread holds lock */
 	uint64_t gen;			/* handles made: fd numbers are reused */
+	uint64_t replies;		/* commands whose reply came, all time */
 	unsigned int users;		/* contexts attached (atomic) */
 	struct nbd_bounce *bounce_free;	/* gather buffers not in use */
 	unsigned int bounces;		/* gather buffers made */
@@ -312,6 +320,43 @@ static void nbd_close_disk(struct blk_backend *be)
 	free(d);
 }
 
+static void cut(struct nbd_conn *c);
+
+/* A FLUSH on c's live connection, waited for at most the timeout: a
+ * server that answers nothing then (stopped, wedged) gets its connection
+ * cut rather than holding iovm's exit for ever (nbd_flush has no bound).
+ * Replies to other commands that come meanwhile are completed as usual. */
+static int flush_within(struct nbd_conn *c)
+{
+	uint64_t until = mono_ns() + c->disk->timeout_ns;
+	int64_t cookie = nbd_aio_flush(c->h, NBD_NULL_COMPLETION, 0);
+
+	if (cookie < 0)
+		return libnbd_err();
+	for (;;) {
+		uint64_t now = mono_ns(), ms;
+		int done = nbd_aio_command_completed(c->h, cookie);
+
+		if (done == 1)
+			return 0;
+		if (done < 0)
+			return libnbd_err();
+		if (now >= until)
+			break;
+		ms = (until - now + 999999) / 1000000;
+		if (nbd_poll(c->h, ms > INT32_MAX ? INT32_MAX : (int)ms) < 0)
+			return libnbd_err();
+	}
+	pr_warn_rated("%s: the NBD server did not answer a FLUSH within %" PRIu64
+		      " s (timeout=); dropping the connection", c->disk->uri,
+		      c->disk->timeout_ns / 1000000000u);
+	cut(c);
+	nbd_close(c->h);
+	c->h = NULL;
+	nbd_rc_lost(&c->rc, mono_ns(), false);
+	return -EIO;
+}
+
 /* blk_flush, at shutdown or a client's departure once the queues are
  * drained: on every connection the queues wrote through (without
  * multi-conn, a flush on another connection would not cover them). */
@@ -328,8 +373,10 @@ static int nbd_flush_disk(struct blk_backend *be)
 		c->cur = NULL;
 		if (live(c->h)) {
 			/* a server without flush writes through */
-			if (c->ex.can_flush && nbd_flush(c->h, 0) < 0 && !ret)
-				ret = libnbd_err();
+			int r = c->ex.can_flush ? flush_within(c) : 0;
+
+			if (r && !ret)
+				ret = r;
 		} else if (c->rc.down && !c->rc.fresh && !ret) {
 			/* writes it completed before it dropped cannot be
 			 * flushed from here */
@@ -419,14 +466,12 @@ static bool conn_error(int e)
 	       e == ECONNABORTED || e == EBADF;
 }
 
-/* A command's reply (libnbd's thread of the moment, conn lock held). */
-static int on_reply(void *user_data, int *error)
+/* One of r's commands ended (error: its errno, 0 for success), or, from
+ * send_req, the hold on it was dropped. Conn lock held. */
+static void command_done(struct blk_dreq *r, int *error)
 {
-	struct blk_dreq *r = user_data;
 	struct nbd_conn *c = conn_of(r);
 
-	/* No libnbd call here: the handle's lock is held. libnbd retires
-	 * the commands of a connection that dies with ENOTCONN. */
 	r->drv[R_DONE]++;
 	if (*error) {
 		if (conn_error(*error))
@@ -435,17 +480,28 @@ static int on_reply(void *user_data, int *error)
 			r->drv[R_ERR] = (uint64_t)*error;
 	}
 	if (--r->drv[R_LEFT])
-		return 1;
+		return;
 	if (r->drv[R_LOST]) {
 		/* sent again, whole, once there is a connection */
 		__atomic_add_fetch(&c->disk->retried, 1, __ATOMIC_RELAXED);
 		pend(c, r);
-		return 1;
+		return;
 	}
 	if (r->drv[R_ERR])
 		finish(c, r, -(int)r->drv[R_ERR]);
 	else
 		finish(c, r, r->op == BLK_OP_READ || r->op == BLK_OP_WRITE ? (int)r->len : 0);
+}
+
+/* A command's reply (libnbd's thread of the moment, conn lock held). No
+ * libnbd call here: the handle's lock is held. libnbd retires the
+ * commands of a connection that dies with ENOTCONN. */
+static int on_reply(void *user_data, int *error)
+{
+	struct blk_dreq *r = user_data;
+
+	conn_of(r)->replies++;
+	command_done(r, error);
 	return 1;
 }
 
@@ -611,8 +667,48 @@ static void send_req(struct nbd_conn *c, struct blk_dreq *r)
 	} else if (ret && !r->drv[R_ERR]) {
 		r->drv[R_ERR] = (uint64_t)-ret;
 	}
-	/* drop the hold: on_reply's logic finishes it if nothing is out */
-	on_reply(r, &none);
+	/* drop the hold: this finishes it if nothing is out */
+	command_done(r, &none);
+}
+
+/* Makes c's handle die now, with its commands: the socket is shut down
+ * and libnbd, told it is readable, reads its end and retires every
+ * command with ENOTCONN, so that each comes back to on_reply as lost
+ * (nbd_close alone would free them without a callback: their requests
+ * would never finish). */
+static void cut(struct nbd_conn *c)
+{
+	int fd = nbd_aio_get_fd(c->h);
+
+	if (fd >= 0)
+		shutdown(fd, SHUT_RDWR);
+	nbd_aio_notify_read(c->h);
+	if (live(c->h))	/* a state that was not reading: it writes */
+		nbd_aio_notify_write(c->h);
+	if (live(c->h))
+		pr_warn_rated("%s: NBD connection would not close", c->disk->uri);
+}
+
+/* Cuts c's live connection if it has owed replies and received none for
+ * the timeout: a server stopped, wedged or behind a dead network. The
+ * requests come back lost and, the server counting as gone since it went
+ * quiet, fail at once (expire). */
+static void drop_if_stalled(struct nbd_conn *c, uint64_t now)
+{
+	int64_t owed;
+
+	if (!live(c->h))
+		return;
+	owed = nbd_aio_in_flight(c->h);
+	if (!nbd_rc_stalled(&c->rc, now, c->replies, owed > 0))
+		return;
+	pr_warn_rated("%s: the NBD server has answered none of %" PRId64
+		      " commands for %" PRIu64 " s (timeout=); dropping the connection",
+		      c->disk->uri, owed, c->disk->timeout_ns / 1000000000u);
+	cut(c);
+	nbd_close(c->h);
+	c->h = NULL;
+	nbd_rc_silent(&c->rc, now);
 }
 
 /* Drops c's handle if it died, if its handshake failed, or if the attempt
@@ -714,6 +810,8 @@ static void came_up(struct nbd_conn *c)
 		return;
 	read_export(c->h, &c->ex);
 	report_changes(c);
+	/* the stall clock starts afresh: nothing is owed yet */
+	nbd_rc_stalled(&c->rc, mono_ns(), c->replies, false);
 	if (nbd_rc_up(&c->rc)) {
 		__atomic_add_fetch(&c->disk->reconnects, 1, __ATOMIC_RELAXED);
 		pr_warn_rated("%s: NBD connection back", c->disk->uri);
@@ -758,13 +856,14 @@ static void expire(struct nbd_conn *c, uint64_t now)
 		      d->uri, d->timeout_ns / 1000000000u, n);
 }
 
-/* The connection's state machine (under c->lock): notices a dead handle,
- * starts, bounds and finishes reconnects, resends waiting requests, fails
- * them once the server has been gone past the timeout. */
+/* The connection's state machine (under c->lock): notices a dead or
+ * stalled handle, starts, bounds and finishes reconnects, resends waiting
+ * requests, fails them once the server has been gone past the timeout. */
 static void service(struct nbd_conn *c)
 {
 	uint64_t now = mono_ns();
 
+	drop_if_stalled(c, now);
 	drop_bad_handle(c, now);
 	if (try_connect(c, now))
 		drop_bad_handle(c, now);	/* refused at once */
@@ -777,8 +876,10 @@ static void service(struct nbd_conn *c)
 }
 
 /* Arms att's socket watches while it has requests out or the connection
- * has commands of any queue in flight, and its timer while the server is
- * away and it has requests waiting. Called with c->lock held, last thing
+ * has commands of any queue in flight, its timer while the server is
+ * away and it has requests waiting, and its stall timer while it has
+ * requests out on a live connection (armed once per timeout, not per
+ * request: when it fires early it is armed again for the new due time). Called with c->lock held, last thing
  * after every libnbd call: on a shared connection the thread that just
  * moved libnbd's state may be the only one that sees it now wants to
  * write (another queue's commands waiting for the socket); if that thread
@@ -814,6 +915,11 @@ static void arm(struct blk_att *att, struct nbd_conn *c)
 		now = mono_ns();
 		due = nbd_rc_next_event(&c->rc, now);
 		blkq_timer(att, W_TIMER, due > now ? due - now : 1000000);
+	}
+	if (att->inflight && live(c->h) && !blkq_armed(att, W_STALL)) {
+		now = mono_ns();
+		due = nbd_rc_stall_due(&c->rc);
+		blkq_timer(att, W_STALL, due > now ? due - now : 1000000);
 	}
 }
 
@@ -940,11 +1046,15 @@ static void nbd_detach(struct blk_att *att)
 	       mono_ns() < until)
 		nbd_poll(c->h, 100);
 	if (__atomic_load_n(&x->owned, __ATOMIC_ACQUIRE)) {
-		/* a server that will not answer: closing the connection
-		 * retires its commands (they come back as lost) */
-		nbd_close(c->h);
-		c->h = NULL;
-		nbd_rc_lost(&c->rc, mono_ns(), false);
+		/* a server that will not answer: cutting the connection
+		 * retires its commands (they come back as lost, to pending;
+		 * other queues' are sent again on a new connection) */
+		if (c->h) {
+			cut(c);
+			nbd_close(c->h);
+			c->h = NULL;
+			nbd_rc_lost(&c->rc, mono_ns(), false);
+		}
 		for (pp = &c->pending; *pp;) {
 			struct blk_dreq *r = *pp;
 

@@ -267,6 +267,32 @@ bool nbd_rc_attempt_overdue(const struct nbd_reconnect *rc, uint64_t now)
 	return rc->attempting && now >= rc->attempt_until;
 }
 
+bool nbd_rc_stalled(struct nbd_reconnect *rc, uint64_t now, uint64_t replies,
+		    bool owing)
+{
+	if (!owing || replies != rc->replies_seen) {
+		rc->replies_seen = replies;
+		rc->quiet_since = now;
+		return false;
+	}
+	return now - rc->quiet_since >= rc->timeout_ns;
+}
+
+uint64_t nbd_rc_stall_due(const struct nbd_reconnect *rc)
+{
+	return rc->quiet_since + rc->timeout_ns;
+}
+
+void nbd_rc_silent(struct nbd_reconnect *rc, uint64_t now)
+{
+	rc->down = true;
+	rc->fresh = false;
+	rc->attempting = false;
+	rc->down_since = rc->quiet_since;
+	rc->backoff_ns = NBD_BACKOFF_FIRST_NS;
+	rc->next_try = now;
+}
+
 bool nbd_rc_up(struct nbd_reconnect *rc)
 {
 	bool outage = rc->down && !rc->fresh;

@@ -130,6 +130,11 @@ struct nbd_reconnect {
 	bool down;
 	bool fresh;		/* down because never connected yet */
 	bool attempting;	/* a connection is being made */
+	/* While up: since when the server has owed replies and sent none
+	 * (the last reply, or the time it went from owing nothing to owing);
+	 * how many replies had come then. */
+	uint64_t quiet_since;
+	uint64_t replies_seen;
 };
 
 void nbd_rc_init(struct nbd_reconnect *rc, uint64_t timeout_ns);
@@ -151,6 +156,18 @@ bool nbd_rc_attempt_overdue(const struct nbd_reconnect *rc, uint64_t now);
 bool nbd_rc_up(struct nbd_reconnect *rc);
 /* Whether the server has been gone for the timeout or longer. */
 bool nbd_rc_expired(const struct nbd_reconnect *rc, uint64_t now);
+/* Whether a live connection has stalled: it owes replies (owing) and
+ * none has come (replies, a running count of them, unchanged) for the
+ * timeout. Call on every look at the connection; it notes progress. */
+bool nbd_rc_stalled(struct nbd_reconnect *rc, uint64_t now, uint64_t replies,
+		    bool owing);
+/* When the connection, owing replies and hearing none, counts as stalled. */
+uint64_t nbd_rc_stall_due(const struct nbd_reconnect *rc);
+/* The stalled connection is dropped: the server counts as gone since it
+ * went quiet, so the timeout has already passed (the waiting requests
+ * fail, new ones fail at once until a reconnect succeeds); an attempt is
+ * due at once. */
+void nbd_rc_silent(struct nbd_reconnect *rc, uint64_t now);
 /* When something is next due (an attempt, abandoning the one under way,
  * or the timeout), for a timer; now or earlier means at once. */
 uint64_t nbd_rc_next_event(const struct nbd_reconnect *rc, uint64_t now);

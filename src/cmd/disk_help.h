@@ -28,7 +28,9 @@
 "        timeout=SECONDS  how long requests wait for a lost server before\n" \
 "                      they fail with an I/O error (1-86400, default 30);\n" \
 "                      while it stays away, new requests fail at once; the\n" \
-"                      first connection, at start-up, waits as long\n"       \
+"                      first connection, at start-up, waits as long; a\n"    \
+"                      connection that owes replies and hears none for\n"    \
+"                      this long (a stopped server) is cut the same way\n" \
 "      One connection per queue when the server offers multi-conn, else\n"   \
 "      one that all queues share; cache= is left to the server. A server\n"  \
 "      that comes back with a smaller or read-only export fails requests\n"  \

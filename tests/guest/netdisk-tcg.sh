@@ -27,6 +27,10 @@
 #               the handshake; each is abandoned after timeout=2, the
 #               guest's reads fail with EIO, and once qemu-nbd is back the
 #               guest's I/O works again
+#   nbd-stop    as nbd-timeout, but qemu-nbd is stopped (SIGSTOP) with its
+#               connection open: the connection, owing a reply and hearing
+#               none for timeout=2, is cut; the guest's reads fail with EIO;
+#               after SIGCONT the guest's I/O works again
 #   nbd-shrink  qemu-nbd comes back with the qcow2 file shrunk to 32M: the
 #               guest's reads and writes past 32M fail with EIO, those below
 #               work and keep their data, the guest's disk stays 64M; then
@@ -42,7 +46,7 @@
 # Usage: netdisk-tcg.sh KIND IOVM GUEST_DIR
 set -eu
 
-usage="usage: netdisk-tcg.sh rbd|nbd-qcow2|nbd-memory|nbd-restart|nbd-timeout|nbd-errors|nbd-delay|nbd-hang|nbd-shrink|nbd-zero IOVM GUEST_DIR"
+usage="usage: netdisk-tcg.sh rbd|nbd-qcow2|nbd-memory|nbd-restart|nbd-timeout|nbd-errors|nbd-delay|nbd-hang|nbd-stop|nbd-shrink|nbd-zero IOVM GUEST_DIR"
 kind=${1:?$usage}
 iovm=$(realpath "${2:?$usage}")
 guest=$(realpath "${3:?$usage}")
@@ -143,13 +147,15 @@ rbd)
 	rbd -c "$conf" create iovm/guest --size 64M
 	disk="path=rbd:iovm/guest,conf=$conf"
 	;;
-nbd-qcow2 | nbd-restart | nbd-timeout | nbd-hang | nbd-shrink)
+nbd-qcow2 | nbd-restart | nbd-timeout | nbd-hang | nbd-stop | nbd-shrink)
 	command -v qemu-nbd >/dev/null || skip "qemu-nbd missing"
 	[ "$kind" != nbd-hang ] || command -v python3 >/dev/null || skip "python3 missing"
 	qemu-img create -q -f qcow2 "$work/disk.qcow2" 64M
-	start_qnbd
+	# nbd-stop: the same qemu-nbd serves again after SIGCONT, when its
+	# one client (the cut connection) is gone: it must not exit then
+	if [ "$kind" = nbd-stop ]; then start_qnbd --persistent; else start_qnbd; fi
 	disk="path=nbd+unix:///disk?socket=$work/nbd.sock"
-	[ "$kind" != nbd-timeout ] && [ "$kind" != nbd-hang ] || disk="$disk,timeout=2"
+	case $kind in nbd-timeout | nbd-hang | nbd-stop) disk="$disk,timeout=2" ;; esac
 	;;
 nbd-zero)
 	command -v nbdkit >/dev/null || skip "nbdkit missing"
@@ -225,7 +231,7 @@ echo "DISK $(sha256sum </dev/$RW | cut -d' ' -f1)"
 EOF2
 
 case $kind in
-nbd-timeout | nbd-hang)
+nbd-timeout | nbd-hang | nbd-stop)
 	cat >"$work/guest.sh" <<'EOF2'
 fail() { echo "GUEST FAIL: $*"; exit 1; }
 dd if=/dev/urandom of=/tmp/p bs=64k count=1 2>/dev/null
@@ -396,6 +402,23 @@ nbd-hang)
 		start_qnbd
 	fi
 	;;
+nbd-stop)
+	if wait_console 'KILL THE SERVER'; then
+		p=$(cat "$work/qemu-nbd.pid")
+		kill -STOP "$p"
+		# stopped, every thread, before the guest's next read goes out
+		while sed 's/.*) //' /proc/"$p"/task/*/stat | cut -c1 | grep -qv T; do
+			sleep 0.05
+		done
+		echo "qemu-nbd stopped, its connection open"
+		wait_console 'SAW EIO' && kill -0 $backend ||
+			die "the back-end died while the server was stopped"
+		grep -q 'the NBD server has answered none of' "$work/backend.log" ||
+			{ cat "$work/backend.log"; die "the silent connection was not cut"; }
+		echo "the guest saw EIO, the silent connection was cut; SIGCONT to qemu-nbd"
+		kill -CONT "$p"
+	fi
+	;;
 nbd-shrink)
 	if wait_console 'SHRINK THE EXPORT'; then
 		kill_qnbd
@@ -418,12 +441,12 @@ if ! wait $qemu; then
 fi
 grep 'FIO .* OK\|READS\|BACK OK\|SHRINK OK\|READ-ONLY OK\|ZERO OK' "$work/console" | tr -d '\r'
 case $kind in
-nbd-timeout | nbd-errors | nbd-delay | nbd-hang | nbd-shrink | nbd-zero)
+nbd-timeout | nbd-errors | nbd-delay | nbd-hang | nbd-stop | nbd-shrink | nbd-zero)
 	# --once: it may have left with the guest already; either way it
 	# must end well
 	kill $backend 2>/dev/null || true
 	wait $backend || { cat "$work/backend.log"; die "the back-end failed"; }
-	if [ $kind = nbd-timeout ] || [ $kind = nbd-hang ]; then
+	if [ $kind = nbd-timeout ] || [ $kind = nbd-hang ] || [ $kind = nbd-stop ]; then
 		grep -q 'NBD server unreachable for 2 s' "$work/backend.log" ||
 			{ cat "$work/backend.log"; die "no log line for the failed requests"; }
 		grep -q 'NBD connection back' "$work/backend.log" || die "no reconnect logged"

@@ -5,7 +5,9 @@
  * is SIGKILLed and reaped (all its sockets closed) before the request is
  * made. And a read watch that fires when nothing is left to read (another
  * queue's thread, or libnbd itself, read it first) does not stop the next
- * request. SKIPPED (77) without nbdkit or an NBD-enabled build. */
+ * request. A server that keeps its connection and answers nothing (held
+ * replies, SIGSTOP) is cut after the timeout, its requests fail, and the
+ * disk works again once the server does. SKIPPED (77) without nbdkit or an NBD-enabled build. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -87,20 +89,26 @@ static int io(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	      char *buf, uint64_t off)
 {
 	struct iovec v = { buf, 4096 };
+	int ret;
 
 	done = false;
-	assert_int_equal(blkq_rw(q, be, op, &v, 1, off, on_done, NULL), 0);
+	ret = blkq_rw(q, be, op, &v, 1, off, on_done, NULL);
+	if (ret)	/* refused at once (a server gone past the timeout) */
+		return ret;
 	assert_true(blkq_submit(q) >= 0);
 	while (!done)
 		assert_true(blkq_reap(q, true) >= 0);
 	return result;
 }
 
-/* Opens the running server's export as be, with a queue of depth. */
-static struct blk_queue *disk_open(struct blk_backend *be, unsigned int depth)
+/* Opens the running server's export as be, with a queue of depth and
+ * timeout= secs (0: the default). */
+static struct blk_queue *disk_open_t(struct blk_backend *be, unsigned int depth,
+				     unsigned int secs)
 {
 	static char uri[256];
-	struct disk_cfg cfg = { .cache = CACHE_NONE, .path = uri };
+	struct disk_cfg cfg = { .cache = CACHE_NONE, .path = uri,
+				.timeout_s = secs, .timeout_set = secs > 0 };
 	struct blk_queue *q;
 	char err[256];
 
@@ -109,6 +117,11 @@ static struct blk_queue *disk_open(struct blk_backend *be, unsigned int depth)
 	q = blkq_create(depth);
 	assert_non_null(q);
 	return q;
+}
+
+static struct blk_queue *disk_open(struct blk_backend *be, unsigned int depth)
+{
+	return disk_open_t(be, depth, 0);
 }
 
 static void disk_close(struct blk_queue *q, struct blk_backend *be)
@@ -229,12 +242,100 @@ static void test_server_gone_with_writes_out(void **state)
 	disk_close(q, &be);
 }
 
+static unsigned int nfailed;
+
+static void count_eio(void *tag, int res)
+{
+	assert_int_equal(res, -EIO);
+	nfailed++;
+}
+
+/* Reads block off until a read succeeds: after the server counted as
+ * gone, requests fail at once while the reconnect's handshake is under
+ * way (each request drives it a few steps). Polls a condition; the
+ * test's outcome does not depend on how many tries it takes. */
+static void read_when_back(struct blk_queue *q, struct blk_backend *be, char *buf,
+			   uint64_t off)
+{
+	int res;
+
+	while ((res = io(q, be, BLK_OP_READ, buf, off)) == -EIO)
+		usleep(10000);
+	assert_int_equal(res, 4096);
+}
+
+/* A server that holds the connection open and answers nothing: writes out
+ * on it whose replies nbdkit's delay filter holds for 30 s, with
+ * timeout=1. The connection is cut once it has owed replies and heard
+ * none for the timeout, and the writes fail with EIO (had it not been
+ * cut they would have succeeded, 30 s later). The disk then works again
+ * on a new connection. */
+static void test_server_silent_with_writes_out(void **state)
+{
+	struct blk_backend be = { 0 };
+	static char data[4][4096], back[4096];
+	struct iovec v[4];
+	struct blk_queue *q;
+
+	server_start_with("--filter=delay");
+	q = disk_open_t(&be, 8, 1);
+	nfailed = 0;
+	for (int i = 0; i < 4; i++) {
+		memset(data[i], 'k' + i, sizeof(data[i]));
+		v[i] = (struct iovec){ data[i], 4096 };
+		assert_int_equal(blkq_rw(q, &be, BLK_OP_WRITE, &v[i], 1, (uint64_t)i * 4096,
+					 count_eio, NULL), 0);
+	}
+	assert_true(blkq_submit(q) >= 0);
+	while (nfailed < 4)
+		assert_true(blkq_reap(q, true) >= 0);
+	/* reads are not delayed: the disk serves them on a new connection */
+	read_when_back(q, &be, back, 65536);
+	disk_close(q, &be);
+}
+
+/* A stopped server (SIGSTOP: its socket stays open, it reads nothing):
+ * a FLUSH (blk_flush, as at exit) gives up after the timeout instead of
+ * holding iovm for ever; a write sent meanwhile fails with EIO once the
+ * server has been away for the timeout; after SIGCONT the disk works
+ * again and holds what was written before the stop. */
+static void test_server_stopped(void **state)
+{
+	struct blk_backend be = { 0 };
+	struct blk_queue *q;
+	char a[4096], b[4096];
+
+	server_start();
+	q = disk_open_t(&be, 8, 1);
+	memset(a, 0x77, sizeof(a));
+	assert_int_equal(io(q, &be, BLK_OP_WRITE, a, 12288), 4096);
+	assert_int_equal(kill(server, SIGSTOP), 0);
+	/* returns once every thread of it has stopped: nothing it reads
+	 * after this is answered */
+	{
+		int st;
+
+		assert_int_equal(waitpid(server, &st, WUNTRACED), server);
+		assert_true(WIFSTOPPED(st));
+	}
+	assert_int_equal(blk_flush(&be), -EIO);
+	memset(b, 0x11, sizeof(b));
+	assert_int_equal(io(q, &be, BLK_OP_WRITE, b, 16384), -EIO);
+	assert_int_equal(kill(server, SIGCONT), 0);
+	memset(b, 0, sizeof(b));
+	read_when_back(q, &be, b, 12288);
+	assert_memory_equal(a, b, sizeof(a));
+	disk_close(q, &be);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_server_gone_while_idle),
 		cmocka_unit_test(test_server_gone_with_writes_out),
 		cmocka_unit_test(test_read_event_with_nothing_to_read),
+		cmocka_unit_test(test_server_silent_with_writes_out),
+		cmocka_unit_test(test_server_stopped),
 	};
 	int ret;
 

@@ -428,6 +428,46 @@ static void test_attempt_bound(void **state)
 	assert_false(nbd_rc_attempt_overdue(&rc, t + 2 * S - 1));
 }
 
+/* A live connection counts as stalled once it has owed replies and heard
+ * none for the timeout; any reply, or owing nothing, restarts the clock.
+ * Dropped, the server counts as gone since it went quiet: the timeout has
+ * passed, an attempt is due at once. */
+static void test_stall(void **state)
+{
+	struct nbd_reconnect rc;
+	uint64_t t = 10 * S;
+
+	nbd_rc_init(&rc, 30 * S);
+	/* idle for an hour: never stalled */
+	assert_false(nbd_rc_stalled(&rc, t, 0, false));
+	assert_false(nbd_rc_stalled(&rc, t + 3600 * S, 0, false));
+	t += 3600 * S;
+	/* owing from t: the clock runs from when it began to owe */
+	assert_false(nbd_rc_stalled(&rc, t + 1 * S, 0, true));
+	assert_int_equal(nbd_rc_stall_due(&rc), t + 30 * S);
+	assert_false(nbd_rc_stalled(&rc, t + 30 * S - 1, 0, true));
+	/* a reply at t + 29 s: quiet again only from then */
+	assert_false(nbd_rc_stalled(&rc, t + 29 * S, 1, true));
+	assert_false(nbd_rc_stalled(&rc, t + 58 * S, 1, true));
+	assert_int_equal(nbd_rc_stall_due(&rc), t + 59 * S);
+	assert_true(nbd_rc_stalled(&rc, t + 59 * S, 1, true));
+	/* a slow server whose replies keep coming never stalls */
+	for (uint64_t k = 2; k < 100; k++)
+		assert_false(nbd_rc_stalled(&rc, t + 59 * S + k * 29 * S, k, true));
+	t += 59 * S + 99 * 29 * S;
+	assert_true(nbd_rc_stalled(&rc, t + 30 * S, 99, true));
+	/* dropped: gone since it went quiet, so already past the timeout */
+	nbd_rc_silent(&rc, t + 30 * S);
+	assert_true(rc.down);
+	assert_true(nbd_rc_expired(&rc, t + 30 * S));
+	assert_true(nbd_rc_try_now(&rc, t + 30 * S));
+	/* back: the clock starts afresh (the driver notes owing nothing) */
+	assert_true(nbd_rc_up(&rc));
+	assert_false(nbd_rc_stalled(&rc, t + 31 * S, 99, false));
+	assert_false(nbd_rc_stalled(&rc, t + 60 * S, 99, true));
+	assert_true(nbd_rc_stalled(&rc, t + 61 * S, 99, true));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -441,6 +481,7 @@ int main(void)
 		cmocka_unit_test(test_attempt_bound),
 		cmocka_unit_test(test_backoff_and_timeout),
 		cmocka_unit_test(test_fresh),
+		cmocka_unit_test(test_stall),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
