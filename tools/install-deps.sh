@@ -8,7 +8,7 @@ PKGS="build-essential meson ninja-build pkg-config liburing-dev libcmocka-dev li
 clang llvm libclang-rt-14-dev
 qemu-system-x86 qemu-utils qemu-block-extra
 cpio gzip xz-utils zstd busybox-static fio sg3-utils util-linux
-python3 binutils file strace
+python3 binutils file strace libjson-c-dev
 linux-source-6.1 flex bison bc kmod patch qemu-system-common procps
 libiscsi-bin
 ceph-mon ceph-osd ceph-common librbd-dev nbdkit libnbd-dev libnbd-bin gnutls-bin"

@@ -17,6 +17,7 @@ import sys
 LAYERS = [
     ["main.c"],                 # main(): picks the command
     ["cmd"],                    # the commands: options -> configuration -> start
+    ["api"],                    # the control socket: JSON commands, statistics out
     ["arch/x86"],               # the x86 machine: boot protocols, ACPI/MP tables
     ["vhost"],                  # vhost-user transport (feeds the virtio models)
     ["virtio"],                 # virtio rings, models, virtio-pci transport
