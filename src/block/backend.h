@@ -17,7 +17,12 @@ struct blk_driver;
 
 struct blk_backend {
 	int fd;
-	uint64_t size;		/* bytes, a multiple of 512 */
+	/* Bytes, a multiple of block_size. It only grows (blk_resize), on
+	 * the control thread while the queue threads run: read it with
+	 * blk_size(), once per request, so that a request is checked against
+	 * one size; a request checked against the old, smaller size is
+	 * still inside the new one. */
+	uint64_t size;
 	uint32_t block_size;	/* logical block size: 512 (or the device's) */
 	uint32_t phys_block_size;
 	bool ro;
@@ -50,6 +55,12 @@ static inline bool blk_is_local(const struct blk_backend *be)
 	return !be->drv;
 }
 
+/* The disk's size in bytes now (see size). */
+static inline uint64_t blk_size(const struct blk_backend *be)
+{
+	return __atomic_load_n(&be->size, __ATOMIC_ACQUIRE);
+}
+
 /* The name of be in messages. */
 static inline const char *blk_name(const struct blk_backend *be)
 {
@@ -69,6 +80,22 @@ void blk_close(struct blk_backend *be);
  * read-only disk), synchronously: for shutdown and a vhost-user client's
  * departure, once the device's queues are drained. Returns 0 or -errno. */
 int blk_flush(struct blk_backend *be);
+
+/* Online resize (the control socket's `resize`). new_size 0: take the
+ * size the image has now, after the operator grew it (a file's length, a
+ * block device's size, an RBD image's size); else grow to new_size: a
+ * file is extended (ftruncate), an RBD image resized; a block device
+ * cannot be grown from here, so new_size must be the size it has now.
+ * An NBD export cannot change size (-EOPNOTSUPP). Shrinking is refused
+ * (-EINVAL): the guest may have data there. The size must stay a
+ * multiple of the logical block size (-EINVAL). A read-only disk is
+ * never extended by iovm, but takes the size its image grew to. On
+ * success be->size holds the new size (an atomic store after the image
+ * has it); a size that did not change is success too. The caller tells the guest (the device's resized hook).
+ * From one thread at a time (the control thread), while the queue
+ * threads run. Returns 0 or -errno with a one-line message in err. */
+int blk_resize(struct blk_backend *be, uint64_t new_size, char *err,
+	       size_t errlen);
 
 enum blk_op {
 	BLK_OP_READ,

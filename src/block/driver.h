@@ -57,6 +57,13 @@ struct blk_driver {
 		    char *err, size_t errlen);
 	/* No context is attached any more. */
 	void (*close)(struct blk_backend *be);
+	/* blk_resize of a network disk: new_size 0 re-reads the image's
+	 * size, else the image is resized to new_size (already checked to
+	 * be larger and aligned). Sets *now to the image's size, without
+	 * touching be->size. 0 or -errno with a one-line message in err.
+	 * NULL: the disk's size cannot change (NBD). */
+	int (*resize)(struct blk_backend *be, uint64_t new_size, uint64_t *now,
+		      char *err, size_t errlen);
 	/* Synchronous flush of everything completed so far (blk_flush). */
 	int (*flush)(struct blk_backend *be);
 	/* Sets att->ctx. 0 or -errno (the request that caused it fails). */

@@ -166,7 +166,9 @@ struct blk_slot *inbox_take(struct blk_inbox *in);
 static inline bool blk_range_ok(const struct blk_backend *be, uint64_t offset,
 				uint64_t len)
 {
-	return offset <= be->size && len <= be->size - offset;
+	uint64_t size = blk_size(be);
+
+	return offset <= size && len <= size - offset;
 }
 
 /* The test hooks of blk_set_test_hooks (NULL in production), and the

@@ -264,6 +264,30 @@ static int rbd_flush_disk(struct blk_backend *be)
 	return rbd_flush(d->image);
 }
 
+/* Resizing an image that other clients have open works (librbd tells
+ * them through the header's watch); a snapshot or an image opened
+ * read-only refuses with EROFS. */
+static int rbd_resize_disk(struct blk_backend *be, uint64_t new_size,
+			   uint64_t *now, char *err, size_t errlen)
+{
+	struct rbd_disk *d = be->priv;
+	int ret;
+
+	if (new_size) {
+		ret = rbd_resize(d->image, new_size);
+		if (ret < 0) {
+			snprintf(err, errlen, "%s: cannot resize the image to %" PRIu64 " bytes: %s",
+				 blk_name(be), new_size, strerror(-ret));
+			return ret;
+		}
+	}
+	ret = rbd_get_size(d->image, now);
+	if (ret < 0)
+		snprintf(err, errlen, "%s: cannot read the image's size: %s",
+			 blk_name(be), strerror(-ret));
+	return ret < 0 ? ret : 0;
+}
+
 static int rbd_attach(struct blk_att *att)
 {
 	struct rbd_ctx *c = calloc(1, sizeof(*c));
@@ -415,6 +439,7 @@ const struct blk_driver blk_rbd_driver = {
 	.open = rbd_open_disk,
 	.close = rbd_close_disk,
 	.flush = rbd_flush_disk,
+	.resize = rbd_resize_disk,
 	.attach = rbd_attach,
 	.submit = rbd_submit,
 	.event = rbd_event,

@@ -375,7 +375,7 @@ static int parse(struct scsi_req *req, const uint8_t *p, size_t len,
 		const uint8_t *e = p + at;
 		struct xc_seg *s = &j->seg[j->nseg];
 		uint16_t si = be16(e + 4), di = be16(e + 6);
-		uint64_t slba, dlba, n;
+		uint64_t slba, dlba, n, ssz, dsz;
 
 		off += 4u + be16(e + 2);
 		if (e[0] != 0x02 && e[0] != 0x0a) {
@@ -430,15 +430,15 @@ static int parse(struct scsi_req *req, const uint8_t *p, size_t len,
 			goto fail;
 		}
 		s->len = n;
-		if (s->src_off > s->src->be->size ||
-		    n > s->src->be->size - s->src_off) {
+		ssz = blk_size(s->src->be);
+		dsz = blk_size(s->dst->be);
+		if (s->src_off > ssz || n > ssz - s->src_off) {
 			te = (struct tgt_err){ SENSE_ILLEGAL_REQUEST,
 					       ASC_LBA_OUT_OF_RANGE, false };
 			fail_copy(req, ASC_NONE, at + 12, &te);
 			goto fail;
 		}
-		if (s->dst_off > s->dst->be->size ||
-		    n > s->dst->be->size - s->dst_off) {
+		if (s->dst_off > dsz || n > dsz - s->dst_off) {
 			te = (struct tgt_err){ SENSE_ILLEGAL_REQUEST,
 					       ASC_LBA_OUT_OF_RANGE, true };
 			fail_copy(req, ASC_NONE, at + 20, &te);
