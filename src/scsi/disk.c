@@ -44,6 +44,15 @@ static bool state_check(struct scsi_disk *d, struct scsi_req *req)
 			return true;
 		}
 	}
+	/* After a reset's (higher priority, SAM-5 5.14): one command sees
+	 * the reset, the next the new capacity. */
+	if (op != INQUIRY && op != REPORT_LUNS && op != REQUEST_SENSE &&
+	    __atomic_load_n(&d->ua_capacity, __ATOMIC_RELAXED) &&
+	    __atomic_exchange_n(&d->ua_capacity, false, __ATOMIC_RELAXED)) {
+		disk_check(req, SENSE_UNIT_ATTENTION, ASC_CAPACITY_CHANGED);
+		req->done(req);
+		return true;
+	}
 	return false;
 }
 
@@ -274,6 +283,18 @@ void scsi_disk_reset(struct scsi_disk *d, bool nexus)
 	disk_xcopy_reset(d);
 }
 
+void scsi_disk_resized(struct scsi_disk *d)
+{
+	uint64_t n = blk_size(d->be) / d->bs;
+
+	/* The size first: a command that takes the unit attention and then
+	 * asks READ CAPACITY gets the new one. */
+	if (n == disk_nblocks(d))
+		return;
+	__atomic_store_n(&d->nblocks, n, __ATOMIC_RELEASE);
+	__atomic_store_n(&d->ua_capacity, true, __ATOMIC_RELEASE);
+}
+
 void scsi_lun_absent_submit(const struct scsi_lun_map *luns,
 			    struct scsi_req *req)
 {
@@ -331,7 +352,7 @@ struct scsi_disk *scsi_disk_create(struct blk_backend *be,
 	d->be = be;
 	d->luns = luns;
 	d->bs = be->block_size ? be->block_size : 512;
-	d->nblocks = be->size / d->bs;
+	d->nblocks = blk_size(be) / d->bs;
 	d->max_xfer_blocks = MAX_XFER_BYTES / d->bs;
 	d->max_unmap_blocks = MAX_UNMAP_BYTES / d->bs;
 	if (d->max_unmap_blocks > MAX_UNMAP_BLOCKS)

@@ -196,6 +196,14 @@ void scsi_disk_end(struct scsi_req *req);
 void scsi_disk_abort(struct scsi_req *req, bool reset);
 void scsi_disk_reset(struct scsi_disk *d, bool nexus);
 
+/* The disk's backend changed size (blk_resize, on the control thread,
+ * while commands run): READ CAPACITY and the range checks take the new
+ * size, and the initiator's next command (the I_T nexus this target
+ * serves: one per process) gets CAPACITY DATA HAS CHANGED (UNIT
+ * ATTENTION, 2Ah/09h), after any reset's unit attention. Nothing when the
+ * size in blocks did not change. */
+void scsi_disk_resized(struct scsi_disk *d);
+
 /* A command for a LUN that does not exist on a target that does: INQUIRY
  * answers "no device here" (peripheral qualifier 3), REPORT LUNS and
  * REQUEST SENSE work, anything else is LOGICAL UNIT NOT SUPPORTED. Whole

@@ -128,7 +128,7 @@ bool disk_is_write_op(uint8_t op)
 static bool range_ok(const struct scsi_disk *d, struct decoded *dc,
 		     uint64_t lba, uint64_t n)
 {
-	if (lba < d->nblocks && n <= d->nblocks - lba)
+	if (lba < dc->medium && n <= dc->medium - lba)
 		return true;
 	fail(dc, SENSE_ILLEGAL_REQUEST, ASC_LBA_OUT_OF_RANGE);
 	return false;
@@ -186,7 +186,7 @@ static void decode_range(const struct scsi_disk *d, const uint8_t *cdb,
 	switch (cdb[0]) {
 	case SYNC_CACHE_10: case SYNC_CACHE_16:
 		/* 0 blocks: everything from lba to the end. */
-		if (dc->nblocks == 0 && dc->lba <= d->nblocks)
+		if (dc->nblocks == 0 && dc->lba <= dc->medium)
 			return;
 		range_ok(d, dc, dc->lba, dc->nblocks);
 		return;
@@ -300,7 +300,7 @@ static void decode_lba(const struct scsi_disk *d, const uint8_t *cdb,
 	unsigned int len_at = lba_len(cdb, &dc->lba, &dc->nblocks);
 
 	if (cdb[0] == SERVICE_ACTION_IN_16) {	/* GET LBA STATUS */
-		if (dc->lba >= d->nblocks)
+		if (dc->lba >= dc->medium)
 			return fail(dc, SENSE_ILLEGAL_REQUEST, ASC_LBA_OUT_OF_RANGE);
 		dc->info.dir = dc->nblocks ? SCSI_DIR_FROM_DEV : SCSI_DIR_NONE;
 		dc->info.xfer = dc->nblocks;	/* the allocation length */
@@ -334,6 +334,7 @@ void disk_decode(const struct scsi_disk *d, const uint8_t *cdb,
 	const struct cmd_desc *c;
 
 	memset(&dc->info, 0, sizeof(dc->info));
+	dc->medium = d ? disk_nblocks(d) : 0;
 	dc->bad = false;
 	dc->fua = false;
 	dc->cmp = CMP_NONE;

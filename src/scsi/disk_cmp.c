@@ -485,7 +485,7 @@ void disk_cmp_end(struct scsi_req *req)
 void disk_prefetch(struct scsi_req *req, const struct decoded *dc)
 {
 	struct scsi_disk *d = req->disk;
-	uint64_t n = dc->nblocks ? dc->nblocks : d->nblocks - dc->lba;
+	uint64_t n = dc->nblocks ? dc->nblocks : dc->medium - dc->lba;
 
 	if (n > d->max_xfer_blocks)	/* 0: to the end, within the limit */
 		n = d->max_xfer_blocks;
@@ -499,10 +499,11 @@ void disk_prefetch(struct scsi_req *req, const struct decoded *dc)
 /* The extent that starts at block lba: its length in blocks and whether
  * it is deallocated (a hole of the image file: it reads as zeroes, LBPRZ).
  * A block device, or a file system without SEEK_DATA, is all mapped. */
-static uint64_t extent(const struct scsi_disk *d, uint64_t lba, bool *hole)
+static uint64_t extent(const struct scsi_disk *d, uint64_t medium,
+		       uint64_t lba, bool *hole)
 {
 	const struct blk_backend *be = d->be;
-	uint64_t off = lba * d->bs, size = d->nblocks * d->bs, end = size;
+	uint64_t off = lba * d->bs, size = medium * d->bs, end = size;
 	off_t data, h;
 
 	*hole = false;
@@ -542,9 +543,9 @@ void disk_get_lba_status(struct scsi_req *req, const struct decoded *dc,
 	else if ((alloc - 8) / 16 < max)
 		max = (alloc - 8) / 16;
 	memset(buf, 0, 8);
-	while (lba < d->nblocks && ndesc < max) {
+	while (lba < dc->medium && ndesc < max) {
 		bool hole;
-		uint64_t cnt = extent(d, lba, &hole);
+		uint64_t cnt = extent(d, dc->medium, lba, &hole);
 
 		if (cnt > UINT32_MAX)
 			cnt = UINT32_MAX;

@@ -171,6 +171,9 @@ size_t disk_request_sense(struct scsi_disk *d, bool desc, uint8_t *p)
 	if (ua) {
 		s.key = SENSE_UNIT_ATTENTION;
 		s.asc = 0x2900 | ua;
+	} else if (__atomic_exchange_n(&d->ua_capacity, false, __ATOMIC_RELAXED)) {
+		s.key = SENSE_UNIT_ATTENTION;
+		s.asc = ASC_CAPACITY_CHANGED;
 	} else if ((ua = disk_pr_take_ua(d))) {
 		s.key = SENSE_UNIT_ATTENTION;
 		s.asc = 0x2a00 | ua;
@@ -183,7 +186,7 @@ size_t disk_request_sense(struct scsi_disk *d, bool desc, uint8_t *p)
 
 size_t disk_read_capacity(const struct scsi_disk *d, bool is16, uint8_t *p)
 {
-	uint64_t last = d->nblocks - 1;
+	uint64_t last = disk_nblocks(d) - 1;
 	unsigned int exp = 0;
 
 	if (!is16) {
@@ -322,6 +325,7 @@ void disk_mode_sense(struct scsi_req *req, const uint8_t *cdb, uint32_t alloc)
 	int pc = cdb[2] >> 6;
 	uint8_t page = cdb[2] & 0x3f, sub = cdb[3];
 	uint8_t buf[128];
+	uint64_t medium = disk_nblocks(d);
 	size_t hdr = ten ? 8 : 4, n = hdr, bdl = dbd ? 0 : llbaa ? 16 : 8;
 	struct sense s = { .key = SENSE_ILLEGAL_REQUEST, .asc = ASC_INVALID_FIELD_CDB,
 			.field = 2, .bit = -1, .cd = true };
@@ -339,10 +343,10 @@ void disk_mode_sense(struct scsi_req *req, const uint8_t *cdb, uint32_t alloc)
 	}
 	memset(buf, 0, hdr + bdl);
 	if (bdl == 8) {
-		put32(buf + n, d->nblocks > 0xffffffffull ? 0xffffffff : d->nblocks);
+		put32(buf + n, medium > 0xffffffffull ? 0xffffffff : medium);
 		put32(buf + n + 4, d->bs);	/* density 0, block length */
 	} else if (bdl == 16) {
-		put64(buf + n, d->nblocks);
+		put64(buf + n, medium);
 		put32(buf + n + 12, d->bs);
 	}
 	n += bdl;

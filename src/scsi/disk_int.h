@@ -84,6 +84,7 @@
 #define ASC_INVALID_FIELD_PARAM 0x2600
 #define ASC_WRITE_PROTECTED 0x2700
 #define ASC_SPACE_ALLOC_FAILED 0x2707
+#define ASC_CAPACITY_CHANGED 0x2a09
 #define ASC_BUS_DEVICE_RESET 0x2903
 #define ASC_I_T_NEXUS_LOSS 0x2907
 #define ASC_SAVING_NOT_SUPPORTED 0x3900
@@ -107,6 +108,8 @@ enum cmp_mode {
 struct scsi_disk {
 	struct blk_backend *be;
 	const struct scsi_lun_map *luns;
+	/* Blocks on the medium: grows (scsi_disk_resized) while the queue
+	 * threads run; read with disk_nblocks, once per command. */
 	uint64_t nblocks;
 	uint32_t bs;
 	uint32_t max_xfer_blocks;
@@ -120,6 +123,7 @@ struct scsi_disk {
 	pthread_mutex_t caw_lock;
 	bool stopped;
 	uint8_t ua;		/* 0 or the ASCQ of a pending 29h unit attention */
+	bool ua_capacity;	/* CAPACITY DATA HAS CHANGED pending (2Ah/09h) */
 	struct blk_errors errors;	/* what the backend failed */
 	struct disk_pr *pr;	/* reservations (disk_pr.c) */
 	struct xcopy_state *xc;	/* EXTENDED COPY (disk_xcopy.c) */
@@ -145,6 +149,9 @@ struct decoded {
 	struct sense err;
 	uint64_t lba;
 	uint32_t nblocks;
+	/* The medium's blocks as the command was decoded (disk_nblocks read
+	 * once): every check of the command uses this one size. */
+	uint64_t medium;
 	bool fua;
 	uint8_t cmp;		/* enum cmp_mode: a disk_cmp.c command */
 };
@@ -159,6 +166,12 @@ struct cmd_desc {
 	uint8_t len;
 	uint8_t usage[16];
 };
+
+/* The medium's size in blocks now (see nblocks). */
+static inline uint64_t disk_nblocks(const struct scsi_disk *d)
+{
+	return __atomic_load_n(&d->nblocks, __ATOMIC_ACQUIRE);
+}
 
 static inline uint16_t be16(const uint8_t *p)
 {

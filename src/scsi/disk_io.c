@@ -259,6 +259,7 @@ void disk_unmap(struct scsi_req *req, const uint8_t *p, size_t len)
 	struct scsi_disk *d = req->disk;
 	struct sense s = { .key = SENSE_ILLEGAL_REQUEST, .asc = ASC_PARAM_LIST_LENGTH,
 			.field = -1, .bit = -1, .cd = false };
+	uint64_t medium = disk_nblocks(d);
 	uint16_t bddl;
 	unsigned int n = 0;
 
@@ -285,7 +286,7 @@ void disk_unmap(struct scsi_req *req, const uint8_t *p, size_t len)
 			.field = 8 + 16 * i + 8, .bit = -1, .cd = false };
 			goto fail;
 		}
-		if (lba > d->nblocks || cnt > d->nblocks - lba) {
+		if (lba > medium || cnt > medium - lba) {
 			s = (struct sense){ .key = SENSE_ILLEGAL_REQUEST, .asc = ASC_LBA_OUT_OF_RANGE,
 			.field = -1, .bit = -1, .cd = false };
 			goto fail;

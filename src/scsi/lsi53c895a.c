@@ -215,6 +215,19 @@ struct scsi_disk *lsi_target_disk(struct lsi *s, unsigned int target)
 	return target < LSI_MAX_TARGETS ? s->tgt[target].disk : NULL;
 }
 
+int lsi_resized(void *dev, struct blk_backend *be)
+{
+	struct lsi *s = dev;
+
+	for (unsigned int i = 0; i < LSI_MAX_TARGETS; i++) {
+		if (s->tgt[i].disk && s->tgt[i].be == be) {
+			scsi_disk_resized(s->tgt[i].disk);
+			return 0;
+		}
+	}
+	return -ENODEV;
+}
+
 int lsi_start(struct lsi *s)
 {
 	int ret;

@@ -36,6 +36,13 @@ int lsi_attach(struct lsi *s, unsigned int target, struct blk_backend *be);
 /* The disk attached as target (NULL: none), for its setters. */
 struct scsi_disk *lsi_target_disk(struct lsi *s, unsigned int target);
 
+/* The disk on be (attached to dev, a struct lsi) changed size
+ * (blk_resize): its target answers READ CAPACITY with the new size and
+ * gives the initiator a CAPACITY DATA HAS CHANGED unit attention on its
+ * next command. The shape of struct api_disk's resized hook. 0, or
+ * -ENODEV when no target of dev is on be. */
+int lsi_resized(void *dev, struct blk_backend *be);
+
 /* Starts the HBA thread (threaded mode). */
 int lsi_start(struct lsi *s);
 

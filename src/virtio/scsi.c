@@ -835,6 +835,19 @@ static void vscsi_destroy(struct virtio_dev *dev)
 	free(s);
 }
 
+int virtio_scsi_resized(void *dev, struct blk_backend *be)
+{
+	struct vscsi *s = to_vscsi(dev);
+
+	for (unsigned int i = 0; i < s->nlus; i++) {
+		if (&s->lus[i].be == be) {
+			scsi_disk_resized(s->lus[i].disk);
+			return 0;
+		}
+	}
+	return -ENODEV;
+}
+
 static const struct virtio_dev_ops vscsi_ops = {
 	.config_read = vscsi_config_read,
 	.config_write = vscsi_config_write,

@@ -108,4 +108,12 @@ struct virtio_dev *virtio_scsi_create(const struct disk_cfg *const *disks,
 				      unsigned int default_queues, char *err,
 				      size_t errlen);
 
+struct blk_backend;
+/* The disk on be (one of dev's, a virtio-scsi device) changed size
+ * (blk_resize): its SCSI target answers READ CAPACITY with the new size
+ * and gives the guest a CAPACITY DATA HAS CHANGED unit attention on its
+ * next command. The shape of struct api_disk's resized hook. 0, or
+ * -ENODEV when be is none of dev's disks. */
+int virtio_scsi_resized(void *dev, struct blk_backend *be);
+
 #endif

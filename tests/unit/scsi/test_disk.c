@@ -1049,6 +1049,84 @@ static void test_request_sense_ua(void **state)
 	expect_sense(RUN0(0x00, 0, 0, 0, 0, 0), SENSE_UNIT_ATTENTION, 0x29, 0x03, 0, 0);
 }
 
+/* Online resize: the medium doubles under the disk (blk_resize), then
+ * scsi_disk_resized. The initiator's next command takes CAPACITY DATA HAS
+ * CHANGED (after a reset's unit attention, if one is pending; INQUIRY
+ * does not take it), then READ CAPACITY (10) and (16) answer the new size
+ * and the new blocks can be written and read back. */
+static void test_resize(void **state)
+{
+	uint8_t buf[32], data[BS], back[BS];
+	uint64_t last = 2 * NBLOCKS - 1;
+	char err[256];
+	struct treq *t;
+
+	/* before: the block past the end is out of range */
+	expect_sense(RUN(SCSI_DIR_FROM_DEV, data, BS, 0x28, 0, 0, 0, NBLOCKS >> 8,
+			 NBLOCKS & 0xff, 0, 0, 1, 0),
+		     SENSE_ILLEGAL_REQUEST, 0x21, 0x00, 0, 0);
+	/* a size that did not change makes no unit attention */
+	scsi_disk_resized(E.d);
+	expect_good(RUN0(0x00, 0, 0, 0, 0, 0));
+
+	assert_int_equal(blk_resize(&E.be, 2ull * NBLOCKS * BS, err, sizeof(err)), 0);
+	scsi_disk_resized(E.d);
+	expect_good(RUN(SCSI_DIR_FROM_DEV, buf, 32, 0x12, 0, 0, 0, 32, 0));
+	expect_sense(RUN0(0x00, 0, 0, 0, 0, 0), SENSE_UNIT_ATTENTION, 0x2a, 0x09, 0, 0);
+	expect_good(RUN0(0x00, 0, 0, 0, 0, 0));
+	t = RUN(SCSI_DIR_FROM_DEV, buf, 8, 0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+	expect_good(t);
+	assert_memory_equal(buf, ((const uint8_t[]){ 0, 0, last >> 8, last & 0xff, 0, 0, 0x02, 0 }), 8);
+	t = RUN(SCSI_DIR_FROM_DEV, buf, 32, 0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0,
+		0, 0, 0, 32, 0, 0);
+	expect_good(t);
+	assert_memory_equal(buf, ((const uint8_t[]){ 0, 0, 0, 0, 0, 0, last >> 8, last & 0xff,
+						    0, 0, 0x02, 0 }), 12);
+	/* the new blocks: the first and the last */
+	fill(data, BS, 7);
+	expect_good(RUN(SCSI_DIR_TO_DEV, data, BS, 0x2a, 0, 0, 0, NBLOCKS >> 8,
+			NBLOCKS & 0xff, 0, 0, 1, 0));
+	memset(back, 0, BS);
+	expect_good(RUN(SCSI_DIR_FROM_DEV, back, BS, 0x28, 0, 0, 0, NBLOCKS >> 8,
+			NBLOCKS & 0xff, 0, 0, 1, 0));
+	assert_memory_equal(back, data, BS);
+	expect_good(RUN(SCSI_DIR_FROM_DEV, back, BS, 0x28, 0, 0, 0, last >> 8,
+			last & 0xff, 0, 0, 1, 0));
+	expect_sense(RUN(SCSI_DIR_FROM_DEV, back, BS, 0x28, 0, 0, 0, (last + 1) >> 8,
+			 (last + 1) & 0xff, 0, 0, 1, 0),
+		     SENSE_ILLEGAL_REQUEST, 0x21, 0x00, 0, 0);
+
+	/* with a reset pending too: the reset's first, then the capacity's */
+	assert_int_equal(blk_resize(&E.be, 3ull * NBLOCKS * BS, err, sizeof(err)), 0);
+	scsi_disk_resized(E.d);
+	scsi_disk_reset(E.d, false);
+	expect_sense(RUN0(0x00, 0, 0, 0, 0, 0), SENSE_UNIT_ATTENTION, 0x29, 0x03, 0, 0);
+	expect_sense(RUN0(0x00, 0, 0, 0, 0, 0), SENSE_UNIT_ATTENTION, 0x2a, 0x09, 0, 0);
+	expect_good(RUN0(0x00, 0, 0, 0, 0, 0));
+
+	/* REQUEST SENSE returns it and clears it */
+	assert_int_equal(blk_resize(&E.be, 4ull * NBLOCKS * BS, err, sizeof(err)), 0);
+	scsi_disk_resized(E.d);
+	t = RUN(SCSI_DIR_FROM_DEV, buf, sizeof(buf), 0x03, 0, 0, 0, 18, 0);
+	expect_good(t);
+	assert_int_equal(buf[2], SENSE_UNIT_ATTENTION);
+	assert_int_equal(buf[12], 0x2a);
+	assert_int_equal(buf[13], 0x09);
+	expect_good(RUN0(0x00, 0, 0, 0, 0, 0));
+
+	/* the piecewise data phase (LSI) meets it too */
+	assert_int_equal(blk_resize(&E.be, 5ull * NBLOCKS * BS, err, sizeof(err)), 0);
+	scsi_disk_resized(E.d);
+	prep(&T, (const uint8_t[]){ 0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0 }, 10,
+	     SCSI_DIR_FROM_DEV, back, BS);
+	assert_int_equal(scsi_disk_begin(E.d, &T.r), 1);
+	assert_int_equal(T.completed, 1);
+	expect_sense(&T, SENSE_UNIT_ATTENTION, 0x2a, 0x09, 0, 0);
+	t = RUN(SCSI_DIR_FROM_DEV, buf, 8, 0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+	expect_good(t);
+	assert_int_equal(be32(buf), 5 * NBLOCKS - 1);
+}
+
 static void test_absent_lun(void **state)
 {
 	uint8_t buf[64];
@@ -1664,6 +1742,9 @@ int main(void)
 		cmocka_unit_test(test_sense_information),
 		cmocka_unit_test(test_caw_race),
 	};
+	const struct CMUnitTest resize[] = {
+		cmocka_unit_test(test_resize),
+	};
 	const struct CMUnitTest ro[] = {
 		cmocka_unit_test(test_read_only),
 	};
@@ -1677,6 +1758,7 @@ int main(void)
 	int fails = 0;
 
 	fails += cmocka_run_group_tests_name("scsi-disk", rw, setup, teardown);
+	fails += cmocka_run_group_tests_name("scsi-disk-resize", resize, setup, teardown);
 	fails += cmocka_run_group_tests_name("scsi-disk-ro", ro, setup_ro, teardown);
 	fails += cmocka_run_group_tests_name("scsi-disk-eio", broken_read, setup_dir, teardown);
 	fails += cmocka_run_group_tests_name("scsi-disk-flush", broken_flush, setup_null,
