@@ -72,7 +72,7 @@ int vhu_do_set_protocol_features(struct vhu_server *s, struct vhu_msg *m)
 	if (m->p.u64 & ~(uint64_t)VHU_PROTOCOL_FEATURES)
 		return vhu_fail(s, -EINVAL, "protocol features 0x%" PRIx64 " include unoffered bits",
 				m->p.u64);
-	s->protocol_features = m->p.u64;
+	__atomic_store_n(&s->protocol_features, m->p.u64, __ATOMIC_RELAXED);
 	return 0;
 }
 

@@ -73,12 +73,12 @@ static void transport_needs_reset(struct virtio_dev *dev)
 				 strerror(errno));
 }
 
-static void transport_config_changed(struct virtio_dev *dev)
+static int transport_config_changed(struct virtio_dev *dev)
 {
 	struct vhu_server *s = dev->transport.opaque;
 
 	pr_debug("vhost-user: %s config space changed", dev->name);
-	vhu_send_config_changed(s);
+	return vhu_send_config_changed(s);
 }
 
 /* ---- dispatch and validation ---- */
@@ -262,8 +262,8 @@ static void disconnect(struct vhu_server *s)
 {
 	vhu_reset_device(s);
 	vhu_mem_clear(&s->mem);
-	vhu_close_fd(&s->backend_fd);
-	s->protocol_features = 0;
+	vhu_set_backend_fd(s, -1);
+	__atomic_store_n(&s->protocol_features, 0, __ATOMIC_RELAXED);
 	vhu_close_fd(&s->sock);
 }
 
@@ -354,6 +354,7 @@ struct vhu_server *vhu_server_new(struct virtio_dev *dev)
 	s->nq = dev->num_queues;
 	s->sock = -1;
 	s->backend_fd = -1;
+	pthread_mutex_init(&s->backend_lock, NULL);
 	s->send_timeout_ms = VHU_SEND_TIMEOUT_MS;
 	for (unsigned int i = 0; i < s->nq; i++)
 		s->q[i].kick_fd = s->q[i].call_fd = s->q[i].err_fd = -1;
@@ -380,6 +381,7 @@ void vhu_server_free(struct vhu_server *s)
 		return;
 	disconnect(s);
 	vhu_mem_fini(&s->mem);
+	pthread_mutex_destroy(&s->backend_lock);
 	free(s->q);
 	free(s);
 }

@@ -5,6 +5,7 @@
 #ifndef IOVM_VHOST_SERVER_INTERNAL_H
 #define IOVM_VHOST_SERVER_INTERNAL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -34,11 +35,15 @@ struct vhu_server {
 	struct vhu_queue *q;
 	unsigned int nq;
 	uint64_t features;		/* acked by SET_FEATURES */
-	uint64_t protocol_features;	/* acked by SET_PROTOCOL_FEATURES */
+	/* acked by SET_PROTOCOL_FEATURES; written on the socket thread with
+	 * atomic stores, read by the control thread with atomic loads */
+	uint64_t protocol_features;
 	int sock;
-	/* The front-end's BACKEND_REQ channel, -1: none. Set on the socket
-	 * thread with every queue stopped (queue threads may notify on it). */
+	/* The front-end's BACKEND_REQ channel, -1: none. Set and closed on
+	 * the socket thread under backend_lock, which the control thread
+	 * (a resize's config change) takes to borrow it. */
 	int backend_fd;
+	pthread_mutex_t backend_lock;
 	unsigned int send_timeout_ms;	/* for one reply to leave */
 	uint64_t test_stop_after;	/* --test-stop-after; 0: off */
 	/* The inflight buffer (SET_INFLIGHT_FD): one region per queue for
@@ -88,8 +93,16 @@ int vhu_sync_all(struct vhu_server *s);
 void vhu_reset_device(struct vhu_server *s);
 
 /* devcfg.c: tells the front-end its config space changed, when it gave
- * us a BACKEND_REQ channel (otherwise it re-reads with GET_CONFIG). */
-void vhu_send_config_changed(struct vhu_server *s);
+ * us a BACKEND_REQ channel (otherwise it re-reads with GET_CONFIG), and
+ * with REPLY_ACK waits (bounded: VHU_CONFIG_ACK_MS) for its answer. From
+ * the control thread, never the socket thread: the front-end re-reads
+ * the config with a GET_CONFIG before it answers. 0 once told (and
+ * acknowledged when it can be), -ENOTCONN without a channel, -ETIMEDOUT,
+ * -EPROTO for a bad answer, -EIO for a refusal, or the send's -errno. */
+#define VHU_CONFIG_ACK_MS 10000
+int vhu_send_config_changed(struct vhu_server *s);
+/* Replaces the channel (-1: closes it), on the socket thread. */
+void vhu_set_backend_fd(struct vhu_server *s, int fd);
 
 /* inflight.c */
 void vhu_inflight_clear(struct vhu_server *s);

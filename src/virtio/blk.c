@@ -90,6 +90,10 @@ struct vblk {
 	struct blk_backend be;
 	struct vblk_queue q[VIRTIO_BLK_MAX_QUEUES];
 	uint8_t config[VIRTIO_BLK_CFG_LEN];
+	/* Config space's capacity field (sectors), apart from config[] so
+	 * that a resize stores it in one atomic write that the transport's
+	 * threads read whole (config_gen moves around it). */
+	uint64_t capacity;
 	struct blk_errors errors;	/* what the backend failed */
 	/* A queue ran since the last flush: there may be writes to flush.
 	 * Queues start, stop and flush from the transport's one control
@@ -199,7 +203,7 @@ static void req_done(void *tag, int res)
 static bool sectors_ok(const struct blk_backend *be, uint64_t sector,
 		       uint64_t bytes)
 {
-	uint64_t nsec = be->size / 512;
+	uint64_t nsec = blk_size(be) / 512;
 
 	return sector <= nsec && bytes / 512 <= nsec - sector;
 }
@@ -567,10 +571,36 @@ static void vblk_config_read(struct virtio_dev *dev, uint32_t offset,
 			     void *data, uint32_t len)
 {
 	struct vblk *b = to_vblk(dev);
+	uint8_t c[VIRTIO_BLK_CFG_LEN];
 
 	if (offset > sizeof(b->config) || len > sizeof(b->config) - offset)
 		return;
-	memcpy(data, b->config + offset, len);
+	memcpy(c, b->config, sizeof(c));
+	le_put64(c + VIRTIO_BLK_CFG_CAPACITY,
+		 __atomic_load_n(&b->capacity, __ATOMIC_SEQ_CST));
+	memcpy(data, c + offset, len);
+}
+
+int virtio_blk_resized(void *dev, struct blk_backend *be)
+{
+	struct vblk *b = to_vblk(dev);
+	uint64_t sectors = blk_size(&b->be) / 512;
+
+	if (be != &b->be)
+		return -ENODEV;
+	if (sectors == __atomic_load_n(&b->capacity, __ATOMIC_SEQ_CST))
+		return 0;
+	virtio_config_gen_bump(&b->dev);
+	__atomic_store_n(&b->capacity, sectors, __ATOMIC_SEQ_CST);
+	virtio_config_gen_bump(&b->dev);
+	if (!b->dev.transport.config_changed)
+		return -ENOTCONN;
+	return b->dev.transport.config_changed(&b->dev);
+}
+
+struct blk_backend *virtio_blk_backend(struct virtio_dev *dev)
+{
+	return &to_vblk(dev)->be;
 }
 
 static void vblk_config_write(struct virtio_dev *dev, uint32_t offset,
@@ -649,7 +679,7 @@ static void fill_config(struct vblk *b)
 
 	while ((be->block_size << exp) < be->phys_block_size && exp < 15)
 		exp++;
-	le_put64(c + VIRTIO_BLK_CFG_CAPACITY, be->size / 512);
+	b->capacity = blk_size(be) / 512;	/* config_read puts it in */
 	le_put32(c + VIRTIO_BLK_CFG_SIZE_MAX, VIRTIO_BLK_SIZE_MAX);
 	le_put32(c + VIRTIO_BLK_CFG_SEG_MAX, VIRTIO_BLK_SEG_MAX);
 	le_put32(c + VIRTIO_BLK_CFG_BLK_SIZE, be->block_size);

@@ -70,4 +70,15 @@ struct blk_errors;
 /* The backend errors the device has seen (counted since creation). */
 const struct blk_errors *virtio_blk_errors(struct virtio_dev *dev);
 
+struct blk_backend;
+/* The device's disk, for the control socket (statistics, resize). */
+struct blk_backend *virtio_blk_backend(struct virtio_dev *dev);
+/* The disk be (dev's own) changed size (blk_resize): config space's
+ * capacity takes the new size between two config generation bumps and
+ * the transport tells the driver (config_changed). The shape of struct
+ * api_disk's resized hook (dev: the virtio_dev). Returns the transport's
+ * answer: 0 told, -ENOTCONN no driver to tell yet (it reads the new
+ * capacity when it comes), other -errno; -ENODEV when be is not dev's. */
+int virtio_blk_resized(void *dev, struct blk_backend *be);
+
 #endif

@@ -68,9 +68,16 @@ static void t_needs_reset(struct virtio_dev *dev)
 		raise_config(v);
 }
 
-static void t_config_changed(struct virtio_dev *dev)
+static int t_config_changed(struct virtio_dev *dev)
 {
-	raise_config(dev->transport.opaque);
+	struct vpci *v = dev->transport.opaque;
+
+	/* Before DRIVER_OK the driver reads config space as it sets up: no
+	 * interrupt for it to take yet. */
+	if (!(__atomic_load_n(&v->status, __ATOMIC_SEQ_CST) & VIRTIO_STATUS_DRIVER_OK))
+		return -ENOTCONN;
+	raise_config(v);
+	return 0;
 }
 
 static bool intx_pending(struct pci_dev *pd)
@@ -257,7 +264,7 @@ static uint64_t common_read(struct vpci *v, unsigned int off)
 	case VPCI_STATUS:
 		return __atomic_load_n(&v->status, __ATOMIC_SEQ_CST);
 	case VPCI_CFG_GENERATION:
-		return 0;	/* config space never changes under the driver */
+		return (uint8_t)__atomic_load_n(&v->dev->config_gen, __ATOMIC_SEQ_CST);
 	case VPCI_Q_SELECT:
 		return v->qsel;
 	case VPCI_Q_SIZE:

@@ -27,8 +27,15 @@ struct virtio_transport {
 	/* The device hit a malformed ring: the transport sets
 	 * DEVICE_NEEDS_RESET and tells the driver (config interrupt). */
 	void (*needs_reset)(struct virtio_dev *dev);
-	/* Config space changed (capacity, ...): raise a config interrupt. */
-	void (*config_changed)(struct virtio_dev *dev);
+	/* Config space changed (capacity, ...): tell the driver (virtio-pci:
+	 * a config interrupt once DRIVER_OK; vhost-user: CONFIG_CHANGE_MSG
+	 * to the front-end, which re-reads the config and tells its guest).
+	 * Called from the control thread only, never a queue thread: it may
+	 * wait a bounded time for the front-end's acknowledgement. Returns 0
+	 * when the driver was told, -ENOTCONN when there is no driver to
+	 * tell yet (it reads the new config when it comes), other -errno when
+	 * telling it failed. */
+	int (*config_changed)(struct virtio_dev *dev);
 	void *opaque;
 };
 
@@ -68,7 +75,18 @@ struct virtio_dev {
 	const struct virtio_dev_ops *ops;
 	struct virtio_transport transport;
 	const struct gmem *mem;		/* guest memory, set by the transport */
+	/* Config generation (virtio 1.2, 4.1.4.3): bumped by the device
+	 * before and after each change of its config space (atomics), so
+	 * that a driver reading a field in several accesses around a change
+	 * sees the generation move and reads again. */
+	uint32_t config_gen;
 };
+
+/* A device changes a config field: config_gen moves around the change. */
+static inline void virtio_config_gen_bump(struct virtio_dev *dev)
+{
+	__atomic_add_fetch(&dev->config_gen, 1, __ATOMIC_SEQ_CST);
+}
 
 static inline bool virtio_has_feature(const struct virtio_dev *dev,
 				      unsigned int bit)

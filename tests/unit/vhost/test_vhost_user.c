@@ -583,18 +583,22 @@ static void test_call_socket(void **state)
 
 /* UML (6.1) shares the back-end request channel's IRQ with its queue
  * interrupts and cannot run without it: the channel is taken and kept,
- * and a config change is announced on it. */
+ * and a config change is announced on it. Without REPLY_ACK nothing is
+ * awaited. */
 static void test_backend_req(void **state)
 {
 	struct conn *c = conn_new();
+	uint64_t pf = (all_pf & ~(1ull << VHU_PF_REPLY_ACK)) | (1ull << VHU_PF_BACKEND_REQ);
 	struct vhu_hdr h;
 	int sv[2];
 
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	negotiate(c, all_pf | (1ull << VHU_PF_BACKEND_REQ));
-	assert_int_equal(send_ack(c->cfd, VHU_SET_BACKEND_REQ_FD, NULL, 0, &sv[1], 1), 0);
+	negotiate(c, pf);
+	send_msg(c->cfd, VHU_SET_BACKEND_REQ_FD, VHU_VERSION, NULL, 0, &sv[1], 1);
 	close(sv[1]);
-	c->fake.dev.transport.config_changed(&c->fake.dev);
+	/* a round trip: the channel is set once this is answered */
+	get_u64(c->cfd, VHU_GET_QUEUE_NUM);
+	assert_int_equal(c->fake.dev.transport.config_changed(&c->fake.dev), 0);
 	assert_int_equal(read(sv[0], &h, sizeof(h)), sizeof(h));
 	assert_int_equal(h.request, VHU_BACKEND_CONFIG_CHANGE_MSG);
 	assert_int_equal(h.flags, VHU_VERSION);
@@ -602,8 +606,77 @@ static void test_backend_req(void **state)
 	/* The channel goes with the client: closed at its disconnect. */
 	assert_int_equal(conn_end(c), 0);
 	assert_int_equal(read(sv[0], &h, sizeof(h)), 0);
-	c->fake.dev.transport.config_changed(&c->fake.dev);
+	assert_int_equal(c->fake.dev.transport.config_changed(&c->fake.dev), -ENOTCONN);
 	close(sv[0]);
+	conn_free(c);
+}
+
+struct notice {
+	struct conn *c;
+	pthread_t thread;
+	int ret;
+};
+
+static void *notice_thread(void *arg)
+{
+	struct notice *n = arg;
+
+	n->ret = n->c->fake.dev.transport.config_changed(&n->c->fake.dev);
+	return NULL;
+}
+
+/* The front-end's side of one config change: takes the notice (with
+ * NEED_REPLY), re-reads config space on the main socket as QEMU does
+ * before it answers (the socket thread is not held up by the waiting
+ * control thread), then answers with hdr_req/status. Returns what the
+ * control thread's config_changed returned. */
+static int one_notice(struct conn *c, int chan, uint32_t hdr_req, uint64_t status)
+{
+	struct notice n = { .c = c };
+	struct vhu_config cfg = { .offset = 0, .size = 4 };
+	struct {
+		struct vhu_hdr h;
+		uint64_t status;
+	} __attribute__((packed)) r = { { hdr_req, VHU_VERSION | VHU_FLAG_REPLY, 8 }, status };
+	struct vhu_hdr h;
+
+	assert_int_equal(pthread_create(&n.thread, NULL, notice_thread, &n), 0);
+	assert_int_equal(read(chan, &h, sizeof(h)), sizeof(h));
+	assert_int_equal(h.request, VHU_BACKEND_CONFIG_CHANGE_MSG);
+	assert_int_equal(h.flags, VHU_VERSION | VHU_FLAG_NEED_REPLY);
+	assert_int_equal(h.size, 0);
+	send_req(c->cfd, VHU_GET_CONFIG, &cfg, VHU_CONFIG_HDR_SIZE + cfg.size);
+	assert_int_equal(recv_reply(c->cfd, VHU_GET_CONFIG, &cfg, sizeof(cfg)),
+			 VHU_CONFIG_HDR_SIZE + 4);
+	assert_int_equal(cfg.data[0], 0xa0);
+	assert_int_equal(write(chan, &r, sizeof(r)), sizeof(r));
+	assert_int_equal(pthread_join(n.thread, NULL), 0);
+	return n.ret;
+}
+
+/* With REPLY_ACK the notice asks for an answer and the control thread
+ * waits for it: success, a refusal, a wrong answer, a front-end gone. */
+static void test_backend_req_ack(void **state)
+{
+	struct conn *c = conn_new();
+	struct notice n = { .c = c };
+	struct vhu_hdr h;
+	int sv[2];
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	negotiate(c, all_pf | (1ull << VHU_PF_BACKEND_REQ));
+	assert_int_equal(send_ack(c->cfd, VHU_SET_BACKEND_REQ_FD, NULL, 0, &sv[1], 1), 0);
+	close(sv[1]);
+	assert_int_equal(one_notice(c, sv[0], VHU_BACKEND_CONFIG_CHANGE_MSG, 0), 0);
+	assert_int_equal(one_notice(c, sv[0], VHU_BACKEND_CONFIG_CHANGE_MSG, 1), -EIO);
+	assert_int_equal(one_notice(c, sv[0], VHU_GET_FEATURES, 0), -EPROTO);
+	/* A front-end that goes away instead of answering ends the wait. */
+	assert_int_equal(pthread_create(&n.thread, NULL, notice_thread, &n), 0);
+	assert_int_equal(read(sv[0], &h, sizeof(h)), sizeof(h));
+	close(sv[0]);
+	assert_int_equal(pthread_join(n.thread, NULL), 0);
+	assert_int_equal(n.ret, -ECONNRESET);
+	assert_int_equal(conn_end(c), 0);
 	conn_free(c);
 }
 
@@ -1156,6 +1229,7 @@ int main(void)
 		cmocka_unit_test(test_table_slack),
 		cmocka_unit_test(test_call_socket),
 		cmocka_unit_test(test_backend_req),
+		cmocka_unit_test(test_backend_req_ack),
 		cmocka_unit_test(test_sigbus_elsewhere_kills),
 		cmocka_unit_test(test_hostile),
 		cmocka_unit_test(test_too_many_fds),

@@ -218,6 +218,58 @@ static void check_file(struct fixture *f, uint64_t off, const uint8_t *want,
 	free(got);
 }
 
+/* Online resize: the file doubles (blk_resize), virtio_blk_resized puts
+ * the new capacity in config space between two generation bumps (a driver
+ * reading it in two halves around the change reads again) and tells the
+ * transport once; the new sectors take I/O; nothing changes, nothing is
+ * told. */
+static void test_resize(void **state)
+{
+	struct fixture *f = *state;
+	struct blk_backend *be = virtio_blk_backend(f->dev);
+	uint64_t buf = vdriver_alloc(&f->d, 4096);
+	uint8_t *p = vdriver_ptr(&f->d, buf, 4096), ref[4096];
+	uint32_t gen = __atomic_load_n(&f->dev->config_gen, __ATOMIC_SEQ_CST);
+	struct blk_backend other = { .fd = -1 };
+	char err[256];
+
+	assert_int_equal(run(f, 0, VIRTIO_BLK_T_IN, DISK / 512, buf, 4096, true, NULL),
+			 VIRTIO_BLK_S_IOERR);
+	assert_int_equal(blk_resize(be, 2 * DISK, err, sizeof(err)), 0);
+	/* not told yet: config space still has the old capacity */
+	assert_int_equal(cfg64(f, VIRTIO_BLK_CFG_CAPACITY), DISK / 512);
+	assert_int_equal(virtio_blk_resized(f->dev, be), 0);
+	assert_int_equal(cfg64(f, VIRTIO_BLK_CFG_CAPACITY), 2 * DISK / 512);
+	assert_int_equal(f->d.config_changed, 1);
+	assert_int_equal(__atomic_load_n(&f->dev->config_gen, __ATOMIC_SEQ_CST), gen + 2);
+	/* the rest of config space is as it was */
+	assert_int_equal(cfg32(f, VIRTIO_BLK_CFG_SEG_MAX), VIRTIO_BLK_SEG_MAX);
+	assert_int_equal(cfg32(f, VIRTIO_BLK_CFG_BLK_SIZE), 512);
+
+	fill(ref, sizeof(ref), 5);
+	memcpy(p, ref, sizeof(ref));
+	assert_int_equal(run(f, 0, VIRTIO_BLK_T_OUT, 2 * DISK / 512 - 8, buf, 4096, false, NULL),
+			 VIRTIO_BLK_S_OK);
+	check_file(f, 2 * DISK - 4096, ref, sizeof(ref));
+	memset(p, 0, 4096);
+	assert_int_equal(run(f, 1, VIRTIO_BLK_T_IN, DISK / 512, buf, 4096, true, NULL),
+			 VIRTIO_BLK_S_OK);
+	assert_int_equal(run(f, 1, VIRTIO_BLK_T_IN, 2 * DISK / 512 - 4, buf, 4096, true, NULL),
+			 VIRTIO_BLK_S_IOERR);
+
+	/* the same size again: nothing to tell */
+	assert_int_equal(virtio_blk_resized(f->dev, be), 0);
+	assert_int_equal(f->d.config_changed, 1);
+	assert_int_equal(__atomic_load_n(&f->dev->config_gen, __ATOMIC_SEQ_CST), gen + 2);
+	/* a shrink is refused below and leaves config space alone */
+	assert_int_equal(blk_resize(be, DISK, err, sizeof(err)), -EINVAL);
+	assert_int_equal(virtio_blk_resized(f->dev, be), 0);
+	assert_int_equal(cfg64(f, VIRTIO_BLK_CFG_CAPACITY), 2 * DISK / 512);
+	/* not this device's disk */
+	assert_int_equal(virtio_blk_resized(f->dev, &other), -ENODEV);
+	assert_int_equal(f->d.config_changed, 1);
+}
+
 static void test_write_read(void **state)
 {
 	struct fixture *f = *state;
@@ -964,6 +1016,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_config, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_resize, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_write_read, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_direct_unaligned, setup_direct, teardown),
 		cmocka_unit_test_setup_teardown(test_many_in_flight, setup, teardown),

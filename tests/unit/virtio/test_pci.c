@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "block/backend.h"
 #include "hw/pci.h"
 #include "vdriver.h"
 #include "virtio/blk.h"
@@ -413,6 +414,55 @@ static void test_needs_reset_and_reset(void **state)
 	(void)q;
 }
 
+/* Online resize over virtio-pci: before DRIVER_OK nothing is signalled
+ * (the driver reads config space as it sets up); after, the capacity in
+ * the device config BAR changes, the config generation moves, ISR bit 1 is
+ * set and the config vector's irqfd fires. */
+static void test_resize_config_interrupt(void **state)
+{
+	struct virtio_dev *dev = *state;
+	struct blk_backend *be = virtio_blk_backend(dev);
+	struct irqfd_rec *r = NULL;
+	uint8_t gen;
+	uint64_t cnt;
+	char err[256];
+
+	msix_enable(true);
+	msix_program(0, 0xfee00000, 0x40, false);
+	negotiate(~0ull);
+	mwr(VPCI_MSIX_CONFIG, 0, 2);
+	setup_queue(0, 64, PCI_NO_VECTOR);
+	assert_int_equal(mrd(VPCI_DEVICE_OFF, 4), (1 << 20) / 512);
+	assert_int_equal(blk_resize(be, 2 << 20, err, sizeof(err)), 0);
+	assert_int_equal(virtio_blk_resized(dev, be), -ENOTCONN);
+	assert_int_equal(mrd(VPCI_ISR_OFF, 1), 0);
+	assert_int_equal(mrd(VPCI_DEVICE_OFF, 4), (2 << 20) / 512);
+	mwr(VPCI_STATUS, 15, 1);
+
+	/* the config vector's route carries data 0x40 */
+	for (unsigned int i = 0; i < fvm->nirqfd; i++)
+		if (fvm->irqfd[i].assigned && fvm->irqfd[i].gsi >= 24 &&
+		    fvm->route_data[fvm->irqfd[i].gsi - 24] == 0x40)
+			r = &fvm->irqfd[i];
+	assert_non_null(r);
+	while (read(r->fd, &cnt, 8) == 8)
+		;
+	gen = mrd(VPCI_CFG_GENERATION, 1);
+	assert_int_equal(blk_resize(be, 4 << 20, err, sizeof(err)), 0);
+	assert_int_equal(virtio_blk_resized(dev, be), 0);
+	assert_int_equal(read(r->fd, &cnt, 8), 8);
+	assert_int_equal(mrd(VPCI_ISR_OFF, 1) & 2, 2);
+	assert_int_equal(mrd(VPCI_CFG_GENERATION, 1), (uint8_t)(gen + 2));
+	/* as Linux reads a 64-bit field: two halves */
+	assert_int_equal(mrd(VPCI_DEVICE_OFF, 4), (4 << 20) / 512);
+	assert_int_equal(mrd(VPCI_DEVICE_OFF + 4, 4), 0);
+	/* the new sectors take I/O */
+	uint64_t buf = vdriver_alloc(&drv, 4096);
+
+	assert_int_equal(blk_rw(0, VIRTIO_BLK_T_OUT, (4 << 20) / 512 - 8, buf, 4096),
+			 VIRTIO_BLK_S_OK);
+}
+
 /* A driver that re-enables a queue on ring memory holding an old used idx
  * (a reset, then the same buffers) must see the device count from 0, as
  * its own shadow does. */
@@ -543,6 +593,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bar_sizing_and_move, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_virtio_blk_msix, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_needs_reset_and_reset, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_resize_config_interrupt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reused_ring_used_idx, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_intx_resample_after_shutdown, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_status_bits_sticky, setup, teardown),

@@ -16,11 +16,12 @@ static void on_needs_reset(struct virtio_dev *dev)
 	__atomic_fetch_add(&d->needs_reset, 1, __ATOMIC_SEQ_CST);
 }
 
-static void on_config_changed(struct virtio_dev *dev)
+static int on_config_changed(struct virtio_dev *dev)
 {
 	struct vdriver *d = dev->transport.opaque;
 
 	__atomic_fetch_add(&d->config_changed, 1, __ATOMIC_SEQ_CST);
+	return 0;
 }
 
 int vdriver_init(struct vdriver *d, uint64_t ram_size)
