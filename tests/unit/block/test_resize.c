@@ -52,6 +52,14 @@ static void drop(struct fx *f)
 	free(f);
 }
 
+/* blk_size, not inlined: GCC 12 with -fsanitize=address takes the atomic
+ * load inlined into these tests for a write into an empty object
+ * (-Wstringop-overflow), a false alarm. */
+static uint64_t __attribute__((noinline)) size_of(const struct blk_backend *be)
+{
+	return blk_size(be);
+}
+
 static uint64_t file_size(struct fx *f)
 {
 	struct stat st;
@@ -97,14 +105,14 @@ static void test_grow_file(void **state)
 
 	assert_int_equal(read_at(f, MIB), -EINVAL);	/* past the end */
 	assert_int_equal(blk_resize(&f->be, 2 * MIB, f->err, sizeof(f->err)), 0);
-	assert_int_equal(blk_size(&f->be), 2 * MIB);
+	assert_int_equal(size_of(&f->be), 2 * MIB);
 	assert_int_equal(file_size(f), 2 * MIB);
 	/* the next request is checked against the new size */
 	assert_int_equal(read_at(f, MIB), 512);
 	assert_int_equal(read_at(f, 2 * MIB), -EINVAL);
 	/* the same size again: nothing to do, no error */
 	assert_int_equal(blk_resize(&f->be, 2 * MIB, f->err, sizeof(f->err)), 0);
-	assert_int_equal(blk_size(&f->be), 2 * MIB);
+	assert_int_equal(size_of(&f->be), 2 * MIB);
 	drop(f);
 }
 
@@ -115,19 +123,19 @@ static void test_refused(void **state)
 	/* shrinking */
 	assert_int_equal(blk_resize(&f->be, MIB / 2, f->err, sizeof(f->err)), -EINVAL);
 	assert_non_null(strstr(f->err, "shrinking is refused"));
-	assert_int_equal(blk_size(&f->be), MIB);
+	assert_int_equal(size_of(&f->be), MIB);
 	assert_int_equal(file_size(f), MIB);
 	/* not a whole number of logical blocks */
 	assert_int_equal(blk_resize(&f->be, 2 * MIB + 100, f->err, sizeof(f->err)), -EINVAL);
 	assert_non_null(strstr(f->err, "logical block"));
-	assert_int_equal(blk_size(&f->be), MIB);
+	assert_int_equal(size_of(&f->be), MIB);
 	assert_int_equal(file_size(f), MIB);
 	/* a file the operator made longer than asked is never cut */
 	set_file_size(f, 4 * MIB);
 	assert_int_equal(blk_resize(&f->be, 3 * MIB, f->err, sizeof(f->err)), -EINVAL);
 	assert_non_null(strstr(f->err, "resize without a size"));
 	assert_int_equal(file_size(f), 4 * MIB);
-	assert_int_equal(blk_size(&f->be), MIB);
+	assert_int_equal(size_of(&f->be), MIB);
 	drop(f);
 }
 
@@ -138,20 +146,20 @@ static void test_reread(void **state)
 	/* size 0: whatever the file has now */
 	set_file_size(f, 3 * MIB);
 	assert_int_equal(blk_resize(&f->be, 0, f->err, sizeof(f->err)), 0);
-	assert_int_equal(blk_size(&f->be), 3 * MIB);
+	assert_int_equal(size_of(&f->be), 3 * MIB);
 	/* unchanged: still fine */
 	assert_int_equal(blk_resize(&f->be, 0, f->err, sizeof(f->err)), 0);
-	assert_int_equal(blk_size(&f->be), 3 * MIB);
+	assert_int_equal(size_of(&f->be), 3 * MIB);
 	/* a file cut shorter behind iovm is not followed */
 	set_file_size(f, 2 * MIB);
 	assert_int_equal(blk_resize(&f->be, 0, f->err, sizeof(f->err)), -EINVAL);
 	assert_non_null(strstr(f->err, "smaller than the disk's"));
-	assert_int_equal(blk_size(&f->be), 3 * MIB);
+	assert_int_equal(size_of(&f->be), 3 * MIB);
 	/* nor one of a length that is no whole number of sectors */
 	set_file_size(f, 4 * MIB + 1);
 	assert_int_equal(blk_resize(&f->be, 0, f->err, sizeof(f->err)), -EINVAL);
 	assert_non_null(strstr(f->err, "logical block"));
-	assert_int_equal(blk_size(&f->be), 3 * MIB);
+	assert_int_equal(size_of(&f->be), 3 * MIB);
 	drop(f);
 }
 
@@ -164,14 +172,14 @@ static void test_read_only(void **state)
 	assert_int_equal(blk_resize(&f->be, 2 * MIB, f->err, sizeof(f->err)), -EROFS);
 	assert_non_null(strstr(f->err, "read-only"));
 	assert_int_equal(file_size(f), MIB);
-	assert_int_equal(blk_size(&f->be), MIB);
+	assert_int_equal(size_of(&f->be), MIB);
 	set_file_size(f, 2 * MIB);
 	assert_int_equal(blk_resize(&f->be, 0, f->err, sizeof(f->err)), 0);
-	assert_int_equal(blk_size(&f->be), 2 * MIB);
+	assert_int_equal(size_of(&f->be), 2 * MIB);
 	/* asking for exactly what the file has is fine too */
 	set_file_size(f, 3 * MIB);
 	assert_int_equal(blk_resize(&f->be, 3 * MIB, f->err, sizeof(f->err)), 0);
-	assert_int_equal(blk_size(&f->be), 3 * MIB);
+	assert_int_equal(size_of(&f->be), 3 * MIB);
 	drop(f);
 }
 
@@ -215,18 +223,18 @@ static void test_network(void **state)
 	assert_int_equal(blk_resize(&be, 16 * MIB, err, sizeof(err)), -EOPNOTSUPP);
 	assert_non_null(strstr(err, "an nbd disk cannot change size"));
 	assert_int_equal(blk_resize(&be, 0, err, sizeof(err)), -EOPNOTSUPP);
-	assert_int_equal(blk_size(&be), 8 * MIB);
+	assert_int_equal(size_of(&be), 8 * MIB);
 
 	net_backend(&be, &sized_drv);
 	img.image = 8 * MIB;
 	assert_int_equal(blk_resize(&be, 16 * MIB, err, sizeof(err)), 0);
 	assert_int_equal(img.asked, 16 * MIB);
-	assert_int_equal(blk_size(&be), 16 * MIB);
+	assert_int_equal(size_of(&be), 16 * MIB);
 	/* grown by someone else: re-read */
 	img.image = 20 * MIB;
 	assert_int_equal(blk_resize(&be, 0, err, sizeof(err)), 0);
 	assert_int_equal(img.asked, 0);
-	assert_int_equal(blk_size(&be), 20 * MIB);
+	assert_int_equal(size_of(&be), 20 * MIB);
 	/* the size it has already: re-read, not resized */
 	assert_int_equal(blk_resize(&be, 20 * MIB, err, sizeof(err)), 0);
 	assert_int_equal(img.asked, 0);
@@ -240,11 +248,11 @@ static void test_network(void **state)
 	assert_int_equal(img.calls, 0);
 	img.image = 24 * MIB;
 	assert_int_equal(blk_resize(&be, 0, err, sizeof(err)), 0);
-	assert_int_equal(blk_size(&be), 24 * MIB);
+	assert_int_equal(size_of(&be), 24 * MIB);
 	/* an image that came back smaller is refused */
 	img.image = 4 * MIB;
 	assert_int_equal(blk_resize(&be, 0, err, sizeof(err)), -EINVAL);
-	assert_int_equal(blk_size(&be), 24 * MIB);
+	assert_int_equal(size_of(&be), 24 * MIB);
 }
 
 int main(void)
