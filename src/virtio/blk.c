@@ -598,11 +598,6 @@ int virtio_blk_resized(void *dev, struct blk_backend *be)
 	return b->dev.transport.config_changed(&b->dev);
 }
 
-struct blk_backend *virtio_blk_backend(struct virtio_dev *dev)
-{
-	return &to_vblk(dev)->be;
-}
-
 static void vblk_config_write(struct virtio_dev *dev, uint32_t offset,
 			      const void *data, uint32_t len)
 {
@@ -659,6 +654,11 @@ static void vblk_destroy(struct virtio_dev *dev)
 const struct blk_errors *virtio_blk_errors(struct virtio_dev *dev)
 {
 	return &to_vblk(dev)->errors;
+}
+
+struct blk_backend *virtio_blk_backend(struct virtio_dev *dev)
+{
+	return &to_vblk(dev)->be;
 }
 
 static const struct virtio_dev_ops vblk_ops = {

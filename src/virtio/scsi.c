@@ -835,6 +835,13 @@ static void vscsi_destroy(struct virtio_dev *dev)
 	free(s);
 }
 
+struct blk_backend *virtio_scsi_backend(struct virtio_dev *dev, unsigned int i)
+{
+	struct vscsi *s = to_vscsi(dev);
+
+	return i < s->nlus ? &s->lus[i].be : NULL;
+}
+
 int virtio_scsi_resized(void *dev, struct blk_backend *be)
 {
 	struct vscsi *s = to_vscsi(dev);

@@ -108,7 +108,10 @@ struct virtio_dev *virtio_scsi_create(const struct disk_cfg *const *disks,
 				      unsigned int default_queues, char *err,
 				      size_t errlen);
 
+/* The i-th disk given to virtio_scsi_create (NULL past the last), for the
+ * control socket's commands. */
 struct blk_backend;
+struct blk_backend *virtio_scsi_backend(struct virtio_dev *dev, unsigned int i);
 /* The disk on be (one of dev's, a virtio-scsi device) changed size
  * (blk_resize): its SCSI target answers READ CAPACITY with the new size
  * and gives the guest a CAPACITY DATA HAS CHANGED unit attention on its
