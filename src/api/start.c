@@ -18,6 +18,8 @@ int api_start(struct api_objects *o, const char *path, struct api_server **out,
 	/* One line per part of the API, each registering its commands:
 	 * if (!ret) ret = api_add_PART(s, o); */
 	ret = api_add_core(s, o);
+	if (!ret)
+		ret = api_add_resize(s, o);
 	if (ret) {
 		snprintf(err, errlen, "--api-socket: cannot register the commands: %s",
 			 strerror(-ret));

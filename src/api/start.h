@@ -18,4 +18,8 @@ int api_start(struct api_objects *o, const char *path, struct api_server **out,
  * query-commands, query-disks, query-shares, shutdown, pause, resume. */
 int api_add_core(struct api_server *s, struct api_objects *o);
 
+/* resize (resize.c): grow a disk and tell its guest, through the disk's
+ * resized hook. */
+int api_add_resize(struct api_server *s, struct api_objects *o);
+
 #endif

@@ -15,6 +15,7 @@
 #include <json-c/json.h>
 
 #include "cmd/commands.h"
+#include "lib/kvopt.h"
 #include "lib/sock.h"
 
 /* The largest reply taken: statistics of many disks and queues fit. */
@@ -211,6 +212,8 @@ static const struct ctl_cmd {
 	  "finish in-flight I/O, flush, exit (as SIGTERM; iovm run exits 0)" },
 	{ "pause", "pause", print_kv, "stop the vCPUs (iovm run only)" },
 	{ "resume", "resume", print_kv, "let the vCPUs run again (iovm run only)" },
+	{ "resize", "resize", print_kv,
+	  "grow a disk: disk=NAME [size=BYTES, 128M, 2G]; no size: what its image has now" },
 };
 
 #define NCTL (sizeof(ctl_cmds) / sizeof(ctl_cmds[0]))
@@ -243,7 +246,8 @@ static void usage(FILE *f)
 "Arguments: KEY=VALUE sends an integer if VALUE is one (-12, 4096), true or\n"
 "false as booleans, anything else as a string; KEY:=JSON sends the JSON\n"
 "value as written (a string that looks like a number: disk:='\"12\"'; an\n"
-"object: limits:='{\"iops\": 100}').\n"
+"object: limits:='{\"iops\": 100}'). resize's size= also takes K, M, G\n"
+"and T suffixes (powers of 1024: size=128M is 134217728).\n"
 "\n"
 "--watch N (among the arguments, e.g. `iovm ctl --socket S status --watch 2`)\n"
 "sends the command again every N seconds (1 to 3600), each reply printed\n"
@@ -259,7 +263,8 @@ static void usage(FILE *f)
 "      --api-socket /run/vblk.api &\n"
 "  iovm ctl --socket /run/vblk.api disks\n"
 "  iovm ctl --socket /run/vblk.api --json query-status\n"
-"  iovm ctl --socket /run/vm.api pause\n");
+"  iovm ctl --socket /run/vm.api pause\n"
+"  iovm ctl --socket /run/vblk.api resize disk=disk0 size=128G\n");
 }
 
 /* ---- the request ---- */
@@ -287,6 +292,25 @@ static struct json_object *typed_value(const char *s)
 	if (!strcmp(s, "true") || !strcmp(s, "false"))
 		return json_object_new_boolean(s[0] == 't');
 	return json_object_new_string(s);
+}
+
+/* resize's size= as a person writes it: 128M, 2G, 1T (powers of 1024)
+ * become bytes. -1 with a message printed. */
+static int size_arg(const char *command, struct json_object *args)
+{
+	struct json_object *v;
+	uint64_t n;
+
+	if (strcmp(command, "resize") || !json_object_object_get_ex(args, "size", &v) ||
+	    !json_object_is_type(v, json_type_string))
+		return 0;
+	if (parse_size(json_object_get_string(v), &n)) {
+		fprintf(stderr, "iovm ctl: size=%s is not a size (bytes, or a number with K, M, G or T)\n",
+			json_object_get_string(v));
+		return -1;
+	}
+	json_object_object_add(args, "size", json_object_new_uint64(n));
+	return 0;
 }
 
 /* KEY=VALUE and KEY:=JSON into args. -1 with a message printed. */
@@ -553,6 +577,10 @@ int cmd_ctl(int argc, char **argv)
 			json_object_put(args);
 			return CTL_USAGE;
 		}
+	}
+	if (size_arg(command, args)) {
+		json_object_put(args);
+		return CTL_USAGE;
 	}
 	for (unsigned long round = 0;; round++) {
 		reply = call(path, command, args, &line);

@@ -7,6 +7,7 @@
 #include "cmd/devices.h"
 #include "hw/pci.h"
 #include "lib/log.h"
+#include "scsi/lsi53c895a.h"
 #include "scsi/lsi_pci.h"
 #include "virtio/9p.h"
 #include "virtio/blk.h"
@@ -33,7 +34,8 @@ static int add_virtio(struct pci_bus *pci, struct virtio_dev *dev,
 
 /* What the control socket shows of disk i (NULL objs: nothing). */
 static void show_disk(struct api_objects *objs, unsigned int base, unsigned int i,
-		      struct blk_backend *be, unsigned int queues, void *dev)
+		      struct blk_backend *be, unsigned int queues, void *dev,
+		      int (*resized)(void *dev, struct blk_backend *be))
 {
 	struct api_disk *d;
 
@@ -43,6 +45,7 @@ static void show_disk(struct api_objects *objs, unsigned int base, unsigned int 
 	d->be = be;
 	d->queues = queues;
 	d->dev = dev;
+	d->resized = resized;
 }
 
 int devices_add(struct pci_bus *pci, const struct vm_config *cfg, unsigned int ncpus,
@@ -53,6 +56,7 @@ int devices_add(struct pci_bus *pci, const struct vm_config *cfg, unsigned int n
 	const struct disk_cfg *lsi_disks[CONFIG_MAX_DISKS];
 	unsigned int lsi_idx[CONFIG_MAX_DISKS], nlsi = 0;
 	struct blk_backend *lsi_be[CONFIG_MAX_DISKS];
+	struct lsi *hba = NULL;
 	unsigned int base = objs ? objs->ndisks : 0;
 	struct virtio_dev *dev;
 	char err[512];
@@ -71,7 +75,7 @@ int devices_add(struct pci_bus *pci, const struct vm_config *cfg, unsigned int n
 			ret = add_virtio(pci, dev, "--disk", err);
 			if (!ret)
 				show_disk(objs, base, i, virtio_blk_backend(dev),
-					  dev->num_queues, dev);
+					  dev->num_queues, dev, virtio_blk_resized);
 			break;
 		case DISK_IF_VIRTIO_SCSI:
 			vscsi_idx[nvscsi] = i;
@@ -99,15 +103,16 @@ int devices_add(struct pci_bus *pci, const struct vm_config *cfg, unsigned int n
 			return ret;
 		for (unsigned int i = 0; i < nvscsi; i++)
 			show_disk(objs, base, vscsi_idx[i], virtio_scsi_backend(dev, i),
-				  dev->num_queues - VIRTIO_SCSI_REQ_Q0, dev);
+				  dev->num_queues - VIRTIO_SCSI_REQ_Q0, dev,
+				  virtio_scsi_resized);
 	}
 	if (nlsi) {
-		ret = lsi_pci_create(pci, lsi_disks, nlsi, lsi_be);
+		ret = lsi_pci_create(pci, lsi_disks, nlsi, lsi_be, &hba);
 		if (ret)
 			return ret;
 		/* One HBA thread serves the chip. */
 		for (unsigned int i = 0; i < nlsi; i++)
-			show_disk(objs, base, lsi_idx[i], lsi_be[i], 1, NULL);
+			show_disk(objs, base, lsi_idx[i], lsi_be[i], 1, hba, lsi_resized);
 	}
 	for (unsigned int i = 0; i < cfg->nshares; i++) {
 		dev = virtio_9p_create(&cfg->shares[i], err, sizeof(err));

@@ -317,8 +317,11 @@ static void show_disks(struct vhu_cmd *c, struct virtio_dev *dev, struct api_obj
 		else
 			d = api_add_disk(objs, &c->disks[i], virtio_scsi_backend(dev, i),
 					 dev->num_queues - VIRTIO_SCSI_REQ_Q0);
-		if (d)
-			d->dev = dev;
+		if (!d)
+			continue;
+		d->dev = dev;
+		d->resized = c->iface == DISK_IF_VIRTIO_BLK ? virtio_blk_resized :
+							       virtio_scsi_resized;
 	}
 }
 

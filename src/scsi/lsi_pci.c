@@ -155,7 +155,7 @@ static int pick_targets(const struct disk_cfg *const *disks, unsigned int n,
 
 int lsi_pci_create(struct pci_bus *bus,
 		   const struct disk_cfg *const *disks, unsigned int n,
-		   struct blk_backend **be)
+		   struct blk_backend **be, struct lsi **hba)
 {
 	const struct pci_dev_info info = {
 		.vendor = LSI_PCI_VENDOR,
@@ -238,6 +238,8 @@ int lsi_pci_create(struct pci_bus *bus,
 	}
 	for (unsigned int i = 0; be && i < n; i++)
 		be[i] = &lp->be[i];
+	if (hba)
+		*hba = lp->hba;
 	return pci_bus_add_shutdown_hook(bus, lsi_pci_shutdown, lp);
 fail:
 	lsi_destroy(lp->hba);
