@@ -10,8 +10,9 @@
 #   blk:  /sys/block/vda/size goes to 262144 (virtio-blk's config change:
 #         CONFIG_CHANGE_MSG to QEMU, which re-reads config space and
 #         interrupts the guest; the reply says the front-end acknowledged);
-#   scsi: after a TEST UNIT READY that takes the CAPACITY DATA HAS CHANGED
-#         unit attention, sg_readcap reports 262144 blocks; a rescan gives
+#   scsi: a TEST UNIT READY (or the READ CAPACITY after it) meets the
+#         CAPACITY DATA HAS CHANGED unit attention, which the kernel logs,
+#         then sg_readcap reports 262144 blocks; a rescan gives
 #         /sys/block/sda/size the same;
 # then it writes and reads back data past the old 64 MiB (dd and a fio
 # verify up to the last block), and the host finds that data in its file.
@@ -51,10 +52,10 @@ else
 	cat >"$work/guest.sh" <<'EOF'
 D=$(ls /sys/bus/scsi/devices/0:0:0:0/block/ 2>/dev/null)
 # TEST UNIT READY first: it takes the unit attention (and fails with it),
-# then READ CAPACITY answers.
+# then READ CAPACITY answers. (A READ CAPACITY sent just after the resize
+# may take it instead; the kernel logs it whichever command met it.)
 new_size() {
-	sg_turs /dev/$D >/tmp/turs 2>&1 || true
-	! grep -qi "capacity data has changed" /tmp/turs || echo "UNIT ATTENTION SEEN"
+	sg_turs /dev/$D >/dev/null 2>&1 || true
 	sg_readcap /dev/$D 2>/dev/null | grep -q "Number of logical blocks=262144"
 }
 EOF
@@ -76,6 +77,7 @@ until new_size; do
 done
 echo "NEW SIZE SEEN after \$i polls"
 if [ $type = scsi ]; then
+	dmesg | grep -q "Capacity data has changed" && echo "UNIT ATTENTION SEEN"
 	echo 1 >/sys/block/\$D/device/rescan
 	[ "\$(cat /sys/block/\$D/size)" = 262144 ] || fail "size after rescan: \$(cat /sys/block/\$D/size)"
 fi
@@ -144,7 +146,7 @@ grep -q "NEW SPACE OK" "$work/console" || { cat "$work/console"; die "no NEW SPA
 grep "NEW SIZE SEEN" "$work/console" | tr -d '\r'
 if [ "$type" = scsi ]; then
 	grep -q "UNIT ATTENTION SEEN" "$work/console" ||
-		{ cat "$work/console"; die "no TEST UNIT READY met CAPACITY DATA HAS CHANGED"; }
+		{ cat "$work/console"; die "the guest's kernel met no CAPACITY DATA HAS CHANGED"; }
 fi
 pat=$(sed -n 's/^PAT \([0-9a-f]*\).*/\1/p' "$work/console" | tr -d '\r')
 [ -n "$pat" ] || die "the guest printed no checksum"
