@@ -1,4 +1,5 @@
-/* Listening on a UNIX stream socket path, replacing a stale socket there. */
+/* Listening on a UNIX stream socket path, replacing a stale socket there;
+ * listening on a TCP address. */
 #ifndef IOVM_LIB_SOCK_H
 #define IOVM_LIB_SOCK_H
 
@@ -15,5 +16,13 @@
  * SOCK_UNIX_PATH_MAX), -EEXIST (a file other than a socket is at path),
  * or the -errno of socket, bind or listen, for the caller's message. */
 int sock_listen_unix(const char *path, int backlog);
+
+/* Binds a TCP socket (close-on-exec, SO_REUSEADDR) at hostport: "PORT"
+ * (127.0.0.1), "HOST:PORT" or "[IPV6]:PORT", and listens with backlog.
+ * Returns the fd and the address bound ("tcp:HOST:PORT", the port chosen
+ * for 0) in desc, or -EINVAL with a reason (bad host or port, the
+ * resolver's or bind's error) in err. */
+int sock_listen_tcp(const char *hostport, int backlog, char *desc,
+		    size_t desclen, char *err, size_t errlen);
 
 #endif
