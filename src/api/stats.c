@@ -66,10 +66,10 @@ static int metrics(void *opaque, struct api_req *req)
 	return 0;
 }
 
-void api_add_stats(struct api_server *s, struct api_objects *o)
+int api_add_stats(struct api_server *s, struct api_objects *o)
 {
-	api_register(s, "query-stats", query_stats, o,
+	int ret = api_register(s, "query-stats", query_stats, o,
 		     "per disk and queue: operations, bytes, errors, in flight, latency histograms and percentiles; per share: 9P counters");
-	api_register(s, "metrics", metrics, o,
-		     "the statistics in Prometheus text exposition format 0.0.4");
+	return ret ? ret : api_register(s, "metrics", metrics, o,
+		"the statistics in Prometheus text exposition format 0.0.4");
 }

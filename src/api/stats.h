@@ -6,7 +6,7 @@
 #include "api/objects.h"
 
 /* Registers query-stats ({"disk": NAME, "share": NAME}, both optional) and
- * metrics (no arguments; {"text": "..."}) on s, reading o. */
-void api_add_stats(struct api_server *s, struct api_objects *o);
+ * metrics (no arguments; {"text": "..."}) on s, reading o. 0 or -errno. */
+int api_add_stats(struct api_server *s, struct api_objects *o);
 
 #endif
