@@ -14,6 +14,7 @@
 #include "config.h"
 
 struct blk_driver;
+struct blk_stats;
 
 struct blk_backend {
 	int fd;
@@ -42,6 +43,9 @@ struct blk_backend {
 	 * nothing of the file's (locks, fadvise, SEEK_DATA). */
 	const struct blk_driver *drv;
 	void *priv;		/* the driver's */
+	/* Its I/O statistics (block/stats.h), made by blk_open; NULL: not
+	 * counted (a backend not opened by blk_open, or too many disks). */
+	struct blk_stats *stats;
 };
 
 /* Whether be is a local file or block device (fd usable). */
@@ -114,6 +118,10 @@ struct blk_queue;
 /* depth: most requests in flight at once (the caller's pool size). */
 struct blk_queue *blkq_create(unsigned int depth);
 void blkq_destroy(struct blk_queue *q);
+/* The device's index of the queue (its virtqueue), under which its
+ * requests are counted in the disks' statistics (block/stats.h); 0 until
+ * set. Before the queue's first request. */
+void blkq_set_index(struct blk_queue *q, unsigned int index);
 
 /* An eventfd that becomes readable when completions are ready, for the
  * owner's event loop. */
@@ -129,6 +137,14 @@ int blkq_event_fd(struct blk_queue *q);
 int blkq_rw(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	    const struct iovec *iov, unsigned int iovcnt, uint64_t offset,
 	    blk_done_fn done, void *tag);
+/* As blkq_rw, for nreq device requests that the caller merged into one
+ * I/O (virtio-blk's sequential groups): the statistics count nreq
+ * operations of that latency, nreq - 1 of them merged, and the bytes of
+ * the whole. */
+int blkq_rw_merged(struct blk_queue *q, struct blk_backend *be,
+		   enum blk_op op, const struct iovec *iov,
+		   unsigned int iovcnt, uint64_t offset, unsigned int nreq,
+		   blk_done_fn done, void *tag);
 int blkq_flush(struct blk_queue *q, struct blk_backend *be, blk_done_fn done,
 	       void *tag);
 /* DISCARD, WRITE_ZEROES, ZERO_UNMAP: nothing of them runs on the calling

@@ -178,8 +178,10 @@ int blk_open(struct blk_backend *be, const struct disk_cfg *cfg, char *err,
 		if (ret) {
 			memset(be, 0, sizeof(*be));
 			be->fd = be->fd_buffered = -1;
+			return ret;
 		}
-		return ret;
+		be->stats = blk_stats_new();
+		return 0;
 	}
 	be->ro = cfg->ro;
 	be->discard_zeroes = true;
@@ -259,6 +261,7 @@ int blk_open(struct blk_backend *be, const struct disk_cfg *cfg, char *err,
 	snprintf(be->serial, sizeof(be->serial), "iovm%08llx%08llx",
 		 (unsigned long long)(st.st_ino & 0xffffffffu),
 		 (unsigned long long)(st.st_dev & 0xffffffffu));
+	be->stats = blk_stats_new();
 	return 0;
 
 fail_errno:
@@ -282,6 +285,9 @@ void blk_close(struct blk_backend *be)
 	be->fd = be->fd_buffered = -1;
 	free(be->path);
 	be->path = NULL;
+	/* Queues that still hold records of it keep its statistics alive. */
+	blk_stats_put(be->stats);
+	be->stats = NULL;
 }
 
 int blk_flush(struct blk_backend *be)
@@ -366,10 +372,18 @@ void blkq_destroy(struct blk_queue *q)
 	drvq_detach_all(q);
 	helper_stop(&q->helper);
 	io_uring_queue_exit(&q->ring);
+	for (unsigned int i = 0; i < BLK_STATS_MAX_DISKS; i++)
+		if (q->st[i])
+			blk_qstats_retire(q->st[i]);
 	if (q->efd >= 0)
 		close(q->efd);
 	free(q->slots);
 	free(q);
+}
+
+void blkq_set_index(struct blk_queue *q, unsigned int index)
+{
+	q->index = index;
 }
 
 int blkq_event_fd(struct blk_queue *q)
@@ -441,6 +455,59 @@ static struct blk_slot *slot_get(struct blk_queue *q)
 	return s;
 }
 
+/* The request's statistics record (block/stats.h): two loads when the
+ * queue has sent this disk a request before, an allocation the first
+ * time. One vDSO clock read. */
+static inline void stats_start(struct blk_queue *q, struct blk_slot *s)
+{
+	struct blk_stats *d = s->be->stats;
+	struct blk_qstats *r = NULL;
+
+	if (d) {
+		r = q->st[d->id];
+		if (__builtin_expect(!r, 0))
+			r = blk_qstats_attach(&q->st[d->id], d, q->index);
+	}
+	s->st = r;
+	s->nreq = 1;
+	if (r) {
+		s->t0 = mono_ns();
+		blk_qstats_start(r);
+	}
+}
+
+/* Which kind a request counts as; BLK_STAT_KINDS: none (copies). */
+static inline unsigned int stats_kind(int op)
+{
+	switch (op) {
+	case BLK_OP_READ: return BLK_STAT_READ;
+	case BLK_OP_WRITE: return BLK_STAT_WRITE;
+	case BLK_OP_FLUSH: return BLK_STAT_FLUSH;
+	case BLK_OP_DISCARD: return BLK_STAT_DISCARD;
+	case BLK_OP_WRITE_ZEROES:
+	case BLK_OP_ZERO_UNMAP: return BLK_STAT_WRITE_ZEROES;
+	default: return BLK_STAT_KINDS;
+	}
+}
+
+/* s completes with res: counted in its record. The clock is read once
+ * per reap pass, for every completion the pass takes. */
+static void stats_done(struct blk_queue *q, struct blk_slot *s, int res)
+{
+	unsigned int k = stats_kind(s->op);
+	uint64_t now = q->now;
+
+	if (k == BLK_STAT_KINDS)
+		return;
+	if (!now) {
+		now = mono_ns();
+		if (q->reaping)
+			q->now = now;
+	}
+	blk_qstats_done(s->st, k, s->nreq, s->len, res,
+			now > s->t0 ? now - s->t0 : 0);
+}
+
 struct blk_slot *queue_slot_start(struct blk_queue *q, enum blk_op op,
 				  struct blk_backend *be, uint64_t offset,
 				  uint64_t len, blk_done_fn done, void *tag)
@@ -455,11 +522,16 @@ struct blk_slot *queue_slot_start(struct blk_queue *q, enum blk_op op,
 	s->len = len;
 	s->done = done;
 	s->tag = tag;
+	stats_start(q, s);
 	return s;
 }
 
 void queue_slot_put(struct blk_queue *q, struct blk_slot *s)
 {
+	if (s->st) {
+		blk_qstats_drop(s->st);
+		s->st = NULL;
+	}
 	s->busy = false;
 	s->next = q->free;
 	q->free = s;
@@ -616,6 +688,14 @@ int blkq_rw(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	    const struct iovec *iov, unsigned int iovcnt, uint64_t offset,
 	    blk_done_fn done, void *tag)
 {
+	return blkq_rw_merged(q, be, op, iov, iovcnt, offset, 1, done, tag);
+}
+
+int blkq_rw_merged(struct blk_queue *q, struct blk_backend *be,
+		   enum blk_op op, const struct iovec *iov,
+		   unsigned int iovcnt, uint64_t offset, unsigned int nreq,
+		   blk_done_fn done, void *tag)
+{
 	struct blk_slot *s;
 	uint64_t len = 0;
 	int ret;
@@ -638,10 +718,12 @@ int blkq_rw(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	if (!blk_range_ok(be, offset, len) || len > BLK_MAX_RW)
 		return -EINVAL;
 	if (be->drv)
-		return drvq_start(q, be, op, iov, iovcnt, offset, len, done, tag);
+		return drvq_start(q, be, op, iov, iovcnt, offset, len, nreq,
+				  done, tag);
 	s = queue_slot_start(q, op, be, offset, len, done, tag);
 	if (!s)
 		return -EAGAIN;
+	s->nreq = nreq;
 	s->iov = iov;
 	s->iovcnt = iovcnt;
 	s->buffered = be->direct && !dio_aligned(be, iov, iovcnt, offset);
@@ -666,14 +748,12 @@ int blkq_flush(struct blk_queue *q, struct blk_backend *be, blk_done_fn done,
 	struct io_uring_sqe *sqe;
 
 	if (be->drv && !be->ro && !q->dead)
-		return drvq_start(q, be, BLK_OP_FLUSH, NULL, 0, 0, 0, done, tag);
-	s = q->dead ? NULL : slot_get(q);
+		return drvq_start(q, be, BLK_OP_FLUSH, NULL, 0, 0, 0, 1, done,
+				  tag);
+	s = q->dead ? NULL : queue_slot_start(q, BLK_OP_FLUSH, be, 0, 0, done,
+					      tag);
 	if (!s)
 		return q->dead ? -EIO : -EAGAIN;
-	s->op = BLK_OP_FLUSH;
-	s->be = be;
-	s->done = done;
-	s->tag = tag;
 	if (be->ro) {
 		/* Nothing of ours to write back. */
 		queue_defer(q, s, 0);
@@ -917,7 +997,8 @@ int blkq_discard(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	if (!blk_range_ok(be, offset, len))
 		return -EINVAL;
 	if (be->drv)
-		return drvq_start(q, be, op, NULL, 0, offset, len, done, tag);
+		return drvq_start(q, be, op, NULL, 0, offset, len, 1, done,
+				  tag);
 	s = queue_slot_start(q, op, be, offset, len, done, tag);
 	if (!s)
 		return -EAGAIN;
@@ -1072,6 +1153,8 @@ void queue_finish(struct blk_queue *q, struct blk_slot *s, int res)
 	blk_done_fn done = s->done;
 	void *tag = s->tag;
 
+	if (s->st)
+		stats_done(q, s, res);
 	/* The slot is free before the callback runs: it may queue more. */
 	queue_slot_put(q, s);
 	done(tag, res);
@@ -1082,6 +1165,8 @@ static int reap_ready(struct blk_queue *q)
 	struct io_uring_cqe *cqe;
 	int n = 0;
 
+	q->now = 0;
+	q->reaping = true;
 	while (q->deferred) {
 		struct blk_slot *s = q->deferred;
 
@@ -1129,6 +1214,8 @@ static int reap_ready(struct blk_queue *q)
 			continue;
 		queue_finish(q, s, res);
 	}
+	q->reaping = false;
+	q->now = 0;
 	return n;
 }
 
@@ -1290,6 +1377,11 @@ void blkq_abort(struct blk_queue *q, int err)
 			/* Its driver still owns it: answered now, the slot
 			 * kept until the driver lets go (blkq_destroy). */
 			s->orphan = true;
+			if (s->st) {
+				stats_done(q, s, err);
+				blk_qstats_drop(s->st);
+				s->st = NULL;
+			}
 			s->done(s->tag, err);
 			continue;
 		}

@@ -13,6 +13,7 @@
 
 #include "block/backend.h"
 #include "block/driver.h"
+#include "block/stats.h"
 
 /* Watches of blkq_poll in flight at once. */
 #define BLKQ_POLLS 8
@@ -66,6 +67,12 @@ struct blk_slot {
 	struct blk_att *att;
 	unsigned int widx;
 	struct __kernel_timespec ts;
+	/* Statistics (block/stats.h): the record the request counts in
+	 * (NULL: not counted), when it started, and how many device
+	 * requests it carries (a merged group: blkq_rw_merged). */
+	struct blk_qstats *st;
+	uint64_t t0;
+	unsigned int nreq;
 };
 
 /* Slots finished on other threads (the helper's results, the network
@@ -130,6 +137,14 @@ struct blk_queue {
 	unsigned int dwatches;
 	bool closing;		/* blkq_destroy: watch events are dropped */
 	struct blk_inbox mailbox;
+	/* Statistics: the device's queue index (blkq_set_index); the time a
+	 * reap pass read once for all its completions (0: not read yet, or
+	 * not in a pass); this queue's record of each disk, by the disk's
+	 * id (block/stats.h), made on the disk's first request here. */
+	unsigned int index;
+	bool reaping;
+	uint64_t now;
+	struct blk_qstats *st[BLK_STATS_MAX_DISKS];
 };
 
 /* file.c: the queue core. */
@@ -176,10 +191,11 @@ void blk_test_arrived(void);
 
 /* driver_queue.c: network drivers under the queue (block/driver.h). */
 void drvq_init(struct blk_queue *q);
-/* Hands an operation on a network backend to its driver. */
+/* Hands an operation on a network backend to its driver (nreq: the device
+ * requests it carries, for the statistics). */
 int drvq_start(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	       const struct iovec *iov, unsigned int iovcnt, uint64_t offset,
-	       uint64_t len, blk_done_fn done, void *tag);
+	       uint64_t len, unsigned int nreq, blk_done_fn done, void *tag);
 /* Puts the mailbox's watch in the ring while requests are out (again after
  * a full ring: blkq_submit and blkq_wait call it). */
 int drvq_arm_mailbox(struct blk_queue *q);

@@ -15,6 +15,7 @@
 #include <json-c/json.h>
 
 #include "cmd/commands.h"
+#include "cmd/ctl_stats.h"
 #include "lib/sock.h"
 
 /* The largest reply taken: statistics of many disks and queues fit. */
@@ -239,6 +240,19 @@ static void usage(FILE *f)
 		fprintf(f, "  %-10s %-16s %s\n", ctl_cmds[i].alias, ctl_cmds[i].command,
 			ctl_cmds[i].summary);
 	fprintf(f,
+"  stats      query-stats      an iostat -x-like table: per disk (all queues,\n"
+"                              then each queue) reads, writes, MB, average and\n"
+"                              p99 latency (ms) of reads, writes, flushes, and\n"
+"                              requests in flight; per share its 9P requests,\n"
+"                              errors, MB read and written, fids, open files.\n"
+"                              Once: counts since start. disk=NAME, share=NAME:\n"
+"                              only those. --watch N (0.1 to 86400 s): a table\n"
+"                              every N seconds of the rates over the last N\n"
+"                              seconds (r/s, w/s, rMB/s, wMB/s, f/s; latencies\n"
+"                              and p99 of that interval's requests), until\n"
+"                              interrupted. --json: each reply as a line\n"
+"  metrics    metrics          the statistics in Prometheus text format 0.0.4\n"
+"                              (as --metrics-listen serves them; docs/api.md)\n"
 "\n"
 "Arguments: KEY=VALUE sends an integer if VALUE is one (-12, 4096), true or\n"
 "false as booleans, anything else as a string; KEY:=JSON sends the JSON\n"
@@ -451,6 +465,31 @@ static struct json_object *call(const char *path, const char *command,
 	return reply;
 }
 
+/* ctl_stats.h's ctl_call_fn over call(): ctx is the socket's path. */
+static struct json_object *stats_call(void *ctx, const char *command,
+				      struct json_object *args, char *err,
+				      size_t errlen)
+{
+	struct json_object *none = args ? NULL : json_object_new_object();
+	struct json_object *reply, *ret = NULL, *e;
+	char *line;
+
+	reply = call(ctx, command, args ? args : none, &line);
+	json_object_put(none);
+	if (!reply)
+		snprintf(err, errlen, "no reply from %s", (const char *)ctx);
+	else if (json_object_object_get_ex(reply, "error", &e))
+		snprintf(err, errlen, "%s: %s", json_object_get_string(get(e, "class")),
+			 json_object_get_string(get(e, "desc")));
+	else if (json_object_object_get_ex(reply, "return", &ret))
+		json_object_get(ret);
+	else
+		snprintf(err, errlen, "the reply has no \"return\"");
+	json_object_put(reply);
+	free(line);
+	return ret;
+}
+
 static const struct ctl_cmd *find(const char *name)
 {
 	for (size_t i = 0; i < NCTL; i++)
@@ -534,6 +573,13 @@ int cmd_ctl(int argc, char **argv)
 		return CTL_USAGE;
 	}
 	command = argv[optind++];
+	/* Statistics: tables and rates of their own (cmd/ctl_stats.c). */
+	if (!strcmp(command, "stats"))
+		return ctl_stats_main(argc - optind, argv + optind, json, stats_call,
+				      (void *)path);
+	if (!strcmp(command, "metrics"))
+		return ctl_metrics_main(argc - optind, argv + optind, json,
+					stats_call, (void *)path);
 	cmd = find(command);
 	if (cmd)
 		command = cmd->command;

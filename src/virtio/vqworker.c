@@ -413,6 +413,7 @@ int vqworker_open(struct vqworker *w, unsigned int index, struct virtq *vq,
 	w->bq = blkq_create(vq->size);
 	if (!w->bq)
 		return -ENOMEM;
+	blkq_set_index(w->bq, index);
 	w->index = index;
 	w->vq = vq;
 	w->depth = depth;
