@@ -155,6 +155,20 @@ static uint32_t dio_alignment(int fd, uint32_t block_size)
 	return block_size;
 }
 
+/* The disk is open: the limits its --disk gave. */
+static int open_limits(struct blk_backend *be, const struct disk_cfg *cfg,
+		       char *err, size_t errlen)
+{
+	int ret = thr_disk_open(be, &cfg->limits);
+
+	if (ret) {
+		snprintf(err, errlen, "%s: I/O limits: %s", cfg->path,
+			 strerror(-ret));
+		blk_close(be);
+	}
+	return ret;
+}
+
 int blk_open(struct blk_backend *be, const struct disk_cfg *cfg, char *err,
 	     size_t errlen)
 {
@@ -178,8 +192,9 @@ int blk_open(struct blk_backend *be, const struct disk_cfg *cfg, char *err,
 		if (ret) {
 			memset(be, 0, sizeof(*be));
 			be->fd = be->fd_buffered = -1;
+			return ret;
 		}
-		return ret;
+		return open_limits(be, cfg, err, errlen);
 	}
 	be->ro = cfg->ro;
 	be->discard_zeroes = true;
@@ -259,7 +274,7 @@ int blk_open(struct blk_backend *be, const struct disk_cfg *cfg, char *err,
 	snprintf(be->serial, sizeof(be->serial), "iovm%08llx%08llx",
 		 (unsigned long long)(st.st_ino & 0xffffffffu),
 		 (unsigned long long)(st.st_dev & 0xffffffffu));
-	return 0;
+	return open_limits(be, cfg, err, errlen);
 
 fail_errno:
 	snprintf(err, errlen, "%s: %s", cfg->path, strerror(-ret));
@@ -270,6 +285,7 @@ fail:
 
 void blk_close(struct blk_backend *be)
 {
+	thr_disk_close(be);
 	if (be->drv) {
 		be->drv->close(be);
 		be->drv = NULL;
@@ -360,12 +376,14 @@ void blkq_destroy(struct blk_queue *q)
 	/* Nothing may complete into freed memory: callers drain first, but
 	 * wait here too rather than leave the kernel writing to a freed
 	 * slot. */
+	thr_fail(q, -ECANCELED);	/* held: they never reached the kernel */
 	while (q->used)	/* polls are cancelled with the ring */
 		if (blkq_reap(q, true) < 0)
 			break;
 	drvq_detach_all(q);
 	helper_stop(&q->helper);
 	io_uring_queue_exit(&q->ring);
+	thr_queue_free(q);
 	if (q->efd >= 0)
 		close(q->efd);
 	free(q->slots);
@@ -637,6 +655,11 @@ int blkq_rw(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	 * much per call anyway. */
 	if (!blk_range_ok(be, offset, len) || len > BLK_MAX_RW)
 		return -EINVAL;
+	if (thr_gated(q, be)) {
+		ret = thr_gate(q, be, op, iov, iovcnt, offset, len, done, tag);
+		if (ret <= 0)
+			return ret;
+	}
 	if (be->drv)
 		return drvq_start(q, be, op, iov, iovcnt, offset, len, done, tag);
 	s = queue_slot_start(q, op, be, offset, len, done, tag);
@@ -664,7 +687,13 @@ int blkq_flush(struct blk_queue *q, struct blk_backend *be, blk_done_fn done,
 {
 	struct blk_slot *s;
 	struct io_uring_sqe *sqe;
+	int ret;
 
+	if (!q->dead && thr_gated(q, be)) {
+		ret = thr_gate(q, be, BLK_OP_FLUSH, NULL, 0, 0, 0, done, tag);
+		if (ret <= 0)
+			return ret;
+	}
 	if (be->drv && !be->ro && !q->dead)
 		return drvq_start(q, be, BLK_OP_FLUSH, NULL, 0, 0, 0, done, tag);
 	s = q->dead ? NULL : slot_get(q);
@@ -916,6 +945,11 @@ int blkq_discard(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 		return -EROFS;
 	if (!blk_range_ok(be, offset, len))
 		return -EINVAL;
+	if (thr_gated(q, be)) {
+		ret = thr_gate(q, be, op, NULL, 0, offset, len, done, tag);
+		if (ret <= 0)
+			return ret;
+	}
 	if (be->drv)
 		return drvq_start(q, be, op, NULL, 0, offset, len, done, tag);
 	s = queue_slot_start(q, op, be, offset, len, done, tag);
@@ -988,6 +1022,8 @@ int blkq_submit(struct blk_queue *q)
 		return -EIO;
 	helper_arm(q);	/* if the ring was full when it was due */
 	drvq_arm_mailbox(q);
+	if (q->thr)
+		thr_arm(q);
 	if (!q->unsubmitted)
 		return 0;
 	ret = ring_submit(q);
@@ -1125,6 +1161,10 @@ static int reap_ready(struct blk_queue *q)
 			drvq_reap_mailbox(q);
 			continue;
 		}
+		if (s->op == SLOT_THR) {
+			thr_event(q, s, res);
+			continue;
+		}
 		if (complete(q, s, res, &res))
 			continue;
 		queue_finish(q, s, res);
@@ -1188,6 +1228,8 @@ int blkq_wait(struct blk_queue *q)
 		return 0;
 	helper_arm(q);
 	drvq_arm_mailbox(q);
+	if (q->thr)
+		thr_arm(q);
 	while (!io_uring_cq_ready(&q->ring) &&
 	       (q->used || q->polls_used || q->dwatches)) {
 		int ret = ring_submit_wait(q);
@@ -1250,6 +1292,8 @@ void blkq_abort(struct blk_queue *q, int err)
 	q->dead = true;
 	/* What is done already is reported as it came out. */
 	reap_ready(q);
+	/* Held by the limits: they never reached the kernel. */
+	thr_fail(q, err);
 	/* The kernel may still own requests (and write into their buffers):
 	 * ask it to cancel them all and take its answers while the ring
 	 * gives them. */
