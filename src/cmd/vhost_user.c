@@ -71,6 +71,8 @@
 
 #define HELP_TAIL                                                                \
 "\n"                                                                            \
+LIMITS_HELP                                                                      \
+"\n"                                                                            \
 NETDISK_HELP                                                                     \
 "\n"                                                                            \
 "SIGINT or SIGTERM: finish in-flight requests, flush, remove the socket,\n"     \
