@@ -273,6 +273,13 @@ bool blkq_ready(struct blk_queue *q);
 /* Requests queued or in flight. */
 unsigned int blkq_inflight(const struct blk_queue *q);
 
+/* From now on q's requests pass the limits at once, and those it holds
+ * are sent now (by the caller's next blkq_submit or blocking reap): for a
+ * queue being stopped, whose drain must not wait for the limits' pace
+ * (QEMU lifts throttling while it drains too). Other queues of the disk
+ * keep to the limits. */
+void blkq_unthrottle(struct blk_queue *q);
+
 /* The queue's io_uring failed (blkq_reap or blkq_wait returned an error
  * the caller cannot wait out): completes every request still in flight,
  * with its real result where the kernel still delivers one (everything is

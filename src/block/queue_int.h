@@ -135,6 +135,7 @@ struct blk_queue {
 	 * blkq_* again, its tokens taken. */
 	struct thr_queue *thr;
 	bool thr_passing;
+	bool thr_off;		/* blkq_unthrottle */
 };
 
 /* file.c: the queue core. */
@@ -201,7 +202,7 @@ static inline bool thr_gated(const struct blk_queue *q,
 			     const struct blk_backend *be)
 {
 	return __builtin_expect(__atomic_load_n(&be->thr, __ATOMIC_ACQUIRE) != NULL, 0) &&
-	       !q->thr_passing;
+	       !q->thr_passing && !q->thr_off;
 }
 /* The gate: 1 when the request goes on now (its tokens taken), 0 when it
  * is held (its done comes later, from blkq_reap), or -errno. */

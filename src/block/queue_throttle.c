@@ -373,7 +373,9 @@ static void release(struct blk_queue *q)
 			continue;
 		pthread_mutex_lock(&th->lock);
 		while ((s = c->head)) {
-			wait = throttle_take(&th->t, op_dir(s->op), op_bytes(s->op, s->len), now);
+			if (!q->thr_off)
+				wait = throttle_take(&th->t, op_dir(s->op),
+						     op_bytes(s->op, s->len), now);
 			if (wait)
 				break;
 			c->head = s->next;
@@ -392,6 +394,13 @@ static void release(struct blk_queue *q)
 		}
 	}
 	thr_arm(q);
+}
+
+void blkq_unthrottle(struct blk_queue *q)
+{
+	q->thr_off = true;
+	if (q->thr && q->thr->held && !q->dead)
+		release(q);
 }
 
 void thr_event(struct blk_queue *q, struct blk_slot *s, int res)

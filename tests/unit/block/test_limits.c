@@ -245,6 +245,36 @@ static void test_raised_limits(void **state)
 	assert_int_equal(results[2], BS);
 }
 
+/* A queue being stopped (blkq_unthrottle) sends what it holds at once
+ * and lets later requests through, while the clock stands still; another
+ * queue of the disk keeps to the limits. */
+static void test_unthrottle(void **state)
+{
+	struct fixture *f = *state;
+	struct disk_limits l = iops(1, 1);
+	struct blk_queue *q2;
+
+	open_limited(f, &l);
+	q2 = blkq_create(16);
+	assert_non_null(q2);
+	for (int n = 1; n <= 3; n++)
+		rd(f, f->q, n);
+	reap_until(f->q, 1);
+	reap_ready_now(f->q);
+	assert_int_equal(norder, 1);
+	blkq_unthrottle(f->q);
+	reap_until(f->q, 2);
+	reap_until(f->q, 3);
+	rd(f, f->q, 4);
+	reap_until(f->q, 4);
+	rd(f, q2, 5);		/* the bucket is still empty */
+	reap_ready_now(q2);
+	assert_false(is_done(5));
+	assert_int_equal(blkq_inflight(q2), 1);
+	blkq_destroy(q2);
+	assert_int_equal(results[5], -ECANCELED);
+}
+
 /* blkq_destroy with requests held: they finish with -ECANCELED (they
  * never reached the kernel) at once; what was in flight with its
  * result. */
@@ -376,6 +406,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_held_in_order, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_new_limits_release, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_raised_limits, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unthrottle, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_destroy_held, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_abort_held, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_queues_share, setup, teardown),
