@@ -16,6 +16,7 @@ static const struct command commands[] = {
 	{ "vhost-user-blk", cmd_vhost_user_blk, "serve a disk as virtio-blk to QEMU & co over vhost-user" },
 	{ "vhost-user-scsi", cmd_vhost_user_scsi, "serve disks on a virtio-scsi HBA to QEMU & co over vhost-user" },
 	{ "vhost-user-pci", cmd_vhost_user_pci, "serve a PCI function (virtio-pci, LSI) to User-Mode Linux over virtio-pcidev" },
+	{ "ctl", cmd_ctl, "talk to a running iovm's control socket (--api-socket)" },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -30,6 +30,9 @@
 #define API_MAX_LINE (64u << 10)
 /* Most clients connected at once; one more is told so and closed. */
 #define API_MAX_CLIENTS 16
+/* Replies a client may leave unread; past that it is disconnected (it
+ * stopped reading), so that it holds neither memory nor the thread. */
+#define API_MAX_OUTPUT (8u << 20)
 
 /* Error classes, as QMP names them. */
 #define API_ERR_GENERIC "GenericError"
@@ -42,6 +45,11 @@ struct api_req {
 	struct json_object *ret;	/* the handler's result; NULL: {} */
 	char err_class[32];		/* set by api_error */
 	char err_desc[256];
+	/* Set by a handler that succeeded: run on the API thread once the
+	 * reply has been handed to the socket (shutdown: the client hears
+	 * "return" before the process goes). NULL: nothing. */
+	void (*after)(void *opaque);
+	void *after_opaque;
 };
 
 /* A command: returns 0 with req->ret set (or left NULL for {}), or -1
@@ -72,12 +80,19 @@ struct api_server *api_new(void);
  * "query-commands". 0 or -errno (-EEXIST for a name taken). */
 int api_register(struct api_server *s, const char *name, api_fn fn,
 		 void *opaque, const char *summary);
+/* The i-th command registered (in order): 0 with *name and *summary set,
+ * or -1 past the last. For "query-commands". */
+int api_command_at(struct api_server *s, unsigned int i, const char **name,
+		   const char **summary);
 /* Binds PATH (mode 0600; a stale socket there is replaced, any other file
  * is an error) and starts the thread. 0 or -errno with err set. */
 int api_listen(struct api_server *s, const char *path, char *err,
 	       size_t errlen);
 /* Stops the thread, closes every client, removes the socket, frees. */
 void api_free(struct api_server *s);
+/* Zeroed memory that lives until api_free: handlers' state. NULL when
+ * out of memory. */
+void *api_alloc(struct api_server *s, size_t size);
 
 /* The request line parser, apart for unit tests and the fuzz harness:
  * parses one line (len bytes, no newline) into the command name, its

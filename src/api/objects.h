@@ -51,4 +51,16 @@ struct api_objects {
 /* The disk named name ("disk0", or the path as given), or NULL. */
 struct api_disk *api_find_disk(struct api_objects *o, const char *name);
 
+/* Appends a disk (named "disk<N>" in call order, interface from cfg) or a
+ * share ("share<N>"); the commands call these as they make their devices.
+ * Returns the entry (to fill in resized/dev), or NULL when full. */
+struct api_disk *api_add_disk(struct api_objects *o, const struct disk_cfg *cfg,
+			      struct blk_backend *be, unsigned int queues);
+struct api_share *api_add_share(struct api_objects *o, const struct share_cfg *cfg,
+				void *srv);
+
+/* A shutdown hook for commands whose SIGTERM is their graceful stop: sends
+ * the process SIGTERM, so that shutdown takes exactly SIGTERM's path. */
+int api_shutdown_by_sigterm(void *owner);
+
 #endif

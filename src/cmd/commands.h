@@ -7,5 +7,6 @@ int cmd_9p_serve(int argc, char **argv);	/* src/cmd/p9_serve.c */
 int cmd_vhost_user_blk(int argc, char **argv);	/* src/cmd/vhost_user.c */
 int cmd_vhost_user_scsi(int argc, char **argv);	/* src/cmd/vhost_user.c */
 int cmd_vhost_user_pci(int argc, char **argv);	/* src/cmd/vhost_user_pci.c */
+int cmd_ctl(int argc, char **argv);		/* src/cmd/ctl.c */
 
 #endif

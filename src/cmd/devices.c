@@ -3,6 +3,7 @@
  * the bus of `iovm run`'s VM or of a virtio-pcidev session. */
 #include <errno.h>
 
+#include "api/objects.h"
 #include "cmd/devices.h"
 #include "hw/pci.h"
 #include "lib/log.h"
@@ -30,53 +31,55 @@ static int add_virtio(struct pci_bus *pci, struct virtio_dev *dev,
 	return ret;
 }
 
-static int add_virtio_blk(struct pci_bus *pci, const struct disk_cfg *d,
-			  unsigned int ncpus)
+/* What the control socket shows of disk i (NULL objs: nothing). */
+static void show_disk(struct api_objects *objs, unsigned int base, unsigned int i,
+		      struct blk_backend *be, unsigned int queues, void *dev)
 {
-	char err[512];
+	struct api_disk *d;
 
-	return add_virtio(pci, virtio_blk_create(d, ncpus, err, sizeof(err)),
-			  "--disk", err);
+	if (!objs)
+		return;
+	d = &objs->disks[base + i];
+	d->be = be;
+	d->queues = queues;
+	d->dev = dev;
 }
 
-static int add_virtio_9p(struct pci_bus *pci, const struct share_cfg *s)
-{
-	char err[512];
-
-	return add_virtio(pci, virtio_9p_create(s, err, sizeof(err)), "--share", err);
-}
-
-/* All if=virtio-scsi disks go on one HBA, as targets/LUNs of it. */
-static int add_virtio_scsi(struct pci_bus *pci, const struct disk_cfg *const *disks,
-			   unsigned int n, unsigned int ncpus)
-{
-	char err[512];
-
-	return add_virtio(pci, virtio_scsi_create(disks, n, ncpus, err,
-						      sizeof(err)),
-			  "--disk", err);
-}
-
-int devices_add(struct pci_bus *pci, const struct vm_config *cfg, unsigned int ncpus)
+int devices_add(struct pci_bus *pci, const struct vm_config *cfg, unsigned int ncpus,
+		struct api_objects *objs)
 {
 	const struct disk_cfg *vscsi_disks[CONFIG_MAX_DISKS];
-	unsigned int nvscsi = 0;
+	unsigned int vscsi_idx[CONFIG_MAX_DISKS], nvscsi = 0;
 	const struct disk_cfg *lsi_disks[CONFIG_MAX_DISKS];
-	unsigned int nlsi = 0;
+	unsigned int lsi_idx[CONFIG_MAX_DISKS], nlsi = 0;
+	struct blk_backend *lsi_be[CONFIG_MAX_DISKS];
+	unsigned int base = objs ? objs->ndisks : 0;
+	struct virtio_dev *dev;
+	char err[512];
 	int ret;
 
+	/* Named in --disk order, whichever device each ends up on. */
+	for (unsigned int i = 0; objs && i < cfg->ndisks; i++)
+		if (!api_add_disk(objs, &cfg->disks[i], NULL, 0))
+			return -ENOSPC;
 	for (unsigned int i = 0; i < cfg->ndisks; i++) {
 		const struct disk_cfg *d = &cfg->disks[i];
 
 		switch (d->iface) {
 		case DISK_IF_VIRTIO_BLK:
-			ret = add_virtio_blk(pci, d, ncpus);
+			dev = virtio_blk_create(d, ncpus, err, sizeof(err));
+			ret = add_virtio(pci, dev, "--disk", err);
+			if (!ret)
+				show_disk(objs, base, i, virtio_blk_backend(dev),
+					  dev->num_queues, dev);
 			break;
 		case DISK_IF_VIRTIO_SCSI:
+			vscsi_idx[nvscsi] = i;
 			vscsi_disks[nvscsi++] = d;	/* one HBA for all */
 			ret = 0;
 			break;
 		case DISK_IF_LSI:
+			lsi_idx[nlsi] = i;
 			lsi_disks[nlsi++] = d;	/* one HBA for all of them */
 			ret = 0;
 			break;
@@ -90,19 +93,29 @@ int devices_add(struct pci_bus *pci, const struct vm_config *cfg, unsigned int n
 			return ret;
 	}
 	if (nvscsi) {
-		ret = add_virtio_scsi(pci, vscsi_disks, nvscsi, ncpus);
+		dev = virtio_scsi_create(vscsi_disks, nvscsi, ncpus, err, sizeof(err));
+		ret = add_virtio(pci, dev, "--disk", err);
 		if (ret)
 			return ret;
+		for (unsigned int i = 0; i < nvscsi; i++)
+			show_disk(objs, base, vscsi_idx[i], virtio_scsi_backend(dev, i),
+				  dev->num_queues - VIRTIO_SCSI_REQ_Q0, dev);
 	}
 	if (nlsi) {
-		ret = lsi_pci_create(pci, lsi_disks, nlsi);
+		ret = lsi_pci_create(pci, lsi_disks, nlsi, lsi_be);
 		if (ret)
 			return ret;
+		/* One HBA thread serves the chip. */
+		for (unsigned int i = 0; i < nlsi; i++)
+			show_disk(objs, base, lsi_idx[i], lsi_be[i], 1, NULL);
 	}
 	for (unsigned int i = 0; i < cfg->nshares; i++) {
-		ret = add_virtio_9p(pci, &cfg->shares[i]);
+		dev = virtio_9p_create(&cfg->shares[i], err, sizeof(err));
+		ret = add_virtio(pci, dev, "--share", err);
 		if (ret)
 			return ret;
+		if (objs && !api_add_share(objs, &cfg->shares[i], virtio_9p_server(dev)))
+			return -ENOSPC;
 	}
 	return 0;
 }
@@ -127,11 +140,12 @@ unsigned int devices_count(const struct vm_config *cfg)
 	return n + vscsi + lsi;
 }
 
-int devices_create(struct vm *vm, const struct vm_config *cfg)
+int devices_create(struct vm *vm, const struct vm_config *cfg,
+		   struct api_objects *objs)
 {
 	struct pci_bus *pci = pci_bus_create(vm);
 
 	if (!pci)
 		return -ENOMEM;
-	return devices_add(pci, cfg, vm_ncpus(vm));
+	return devices_add(pci, cfg, vm_ncpus(vm), objs);
 }

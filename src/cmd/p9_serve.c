@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "api/start.h"
 #include "cmd/commands.h"
 #include "config.h"
 #include "lib/kvopt.h"
@@ -21,15 +22,35 @@
 #define MEM_CAP_DEFAULT (256u << 20)
 
 static char unix_path[SOCK_UNIX_PATH_MAX + 1];
+static char api_path[SOCK_UNIX_PATH_MAX + 1];
 
 /* SIGTERM/SIGINT: every reply sent so far is already in the host's files
  * (pwritev returned before the reply), so stopping needs no draining; the
- * UNIX socket is removed so the path is free again. */
+ * UNIX sockets are removed so the paths are free again. */
 static void on_term(int sig)
 {
 	if (unix_path[0])
 		unlink(unix_path);
+	if (api_path[0])
+		unlink(api_path);
 	_exit(0);
+}
+
+static int start_api(const char *path, const struct share_cfg *share, struct p9_server *srv,
+		     struct api_server **api)
+{
+	static struct api_objects objs = { .command = "9p-serve" };
+	char err[512];
+
+	api_add_share(&objs, share, srv);
+	objs.shutdown = api_shutdown_by_sigterm;	/* on_term */
+	if (api_start(&objs, path, api, err, sizeof(err))) {
+		pr_err("%s", err);
+		return -1;
+	}
+	/* The path as bound; api_start checked its length. */
+	snprintf(api_path, sizeof(api_path), "%s", path);
+	return 0;
 }
 
 static void usage(FILE *f)
@@ -93,6 +114,13 @@ static void usage(FILE *f)
 "        is kept however long; but a client paused in the middle of a\n"
 "        message for longer (a suspended VM) loses its connection, and 9P\n"
 "        does not reconnect: raise it, or use 0, for such clients.\n"
+"  --api-socket PATH\n"
+"        Serve the control socket on PATH: a UNIX socket (mode 0600; a stale\n"
+"        socket there is replaced, any other file is an error; removed at\n"
+"        exit) taking newline-delimited JSON commands in QMP's shape:\n"
+"        query-status, query-shares, shutdown (as SIGTERM) and more\n"
+"        (docs/api.md). Several clients at once; `iovm ctl --socket PATH`\n"
+"        is a client.\n"
 "  -v, --verbose   log each connection\n"
 "  -q, --quiet     log errors only\n"
 "  -h, --help      show this help\n"
@@ -142,6 +170,7 @@ int cmd_9p_serve(int argc, char **argv)
 		{ "max-connections", required_argument, NULL, 'm' },
 		{ "buffer-memory", required_argument, NULL, 'b' },
 		{ "io-timeout", required_argument, NULL, 't' },
+		{ "api-socket", required_argument, NULL, 'A' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -150,7 +179,8 @@ int cmd_9p_serve(int argc, char **argv)
 	struct share_cfg share = { 0 };
 	struct p9_server_cfg cfg = { 0 };
 	struct p9_server *srv;
-	const char *listen_spec = NULL;
+	const char *listen_spec = NULL, *api_socket = NULL;
+	struct api_server *api = NULL;
 	bool have_share = false;
 	char err[512], desc[300];
 	size_t slot_min;
@@ -178,6 +208,13 @@ int cmd_9p_serve(int argc, char **argv)
 			break;
 		case 'l':
 			listen_spec = optarg;
+			break;
+		case 'A':
+			if (!*optarg) {
+				fprintf(stderr, "iovm: 9p-serve: --api-socket: the path is empty\n");
+				return 2;
+			}
+			api_socket = optarg;
 			break;
 		case 'm':
 			if (parse_uint(optarg, 1, P9_SOCK_MAX_CONNS, &v)) {
@@ -220,6 +257,11 @@ int cmd_9p_serve(int argc, char **argv)
 	}
 	if (optind < argc) {
 		fprintf(stderr, "iovm: 9p-serve: unexpected argument '%s'\n", argv[optind]);
+		return 2;
+	}
+	if (api_socket && !strncmp(listen_spec ? listen_spec : "", "unix:", 5) &&
+	    !strcmp(listen_spec + 5, api_socket)) {
+		fprintf(stderr, "iovm: 9p-serve: --api-socket must differ from --listen's path\n");
 		return 2;
 	}
 	if (!have_share || !listen_spec) {
@@ -268,6 +310,13 @@ int cmd_9p_serve(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGTERM, on_term);
 	signal(SIGINT, on_term);
+	if (api_socket && start_api(api_socket, &share, srv, &api)) {
+		if (unix_path[0])
+			unlink(unix_path);
+		close(lfd);
+		p9_server_close(srv);
+		return 1;
+	}
 	printf("listening on %s\n", desc);
 	fflush(stdout);
 	pr_info("9p-serve: serving %s%s on %s (9P has no authentication)",
@@ -279,6 +328,7 @@ int cmd_9p_serve(int argc, char **argv)
 		.conn_cap = mem_cap / 4,
 		.io_timeout_s = io_timeout_s,
 	});
+	api_free(api);
 	close(lfd);
 	return 1;
 }

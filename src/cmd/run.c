@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/start.h"
 #include "arch/x86/boot.h"
 #include "cmd/commands.h"
 #include "cmd/devices.h"
@@ -31,7 +32,8 @@ static int check_readable(const char *path, const char *what)
 	return 0;
 }
 
-static int build_machine(struct vm *vm, const struct vm_config *cfg)
+static int build_machine(struct vm *vm, const struct vm_config *cfg,
+			 struct api_objects *objs)
 {
 	int ret;
 
@@ -45,12 +47,47 @@ static int build_machine(struct vm *vm, const struct vm_config *cfg)
 	if (!ret)
 		ret = x86_setup(vm, cfg);
 	if (!ret)
-		ret = devices_create(vm, cfg);
+		ret = devices_create(vm, cfg, objs);
 	return ret;
+}
+
+/* The control socket's hooks: the VM's own pause and stop. */
+static int api_pause(void *owner) { return vm_pause(owner); }
+static int api_resume(void *owner) { return vm_resume(owner); }
+static bool api_paused(void *owner) { return vm_paused(owner); }
+
+static int api_shutdown(void *owner)
+{
+	/* As SIGTERM does (vCPUs stopped, devices drained and flushed),
+	 * but asked for: status 0. */
+	vm_request_stop(owner, 0);
+	return 0;
+}
+
+static int start_api(struct vm *vm, struct api_objects *objs, const char *path,
+		     struct api_server **api)
+{
+	char err[512];
+
+	objs->command = "run";
+	objs->pause = api_pause;
+	objs->resume = api_resume;
+	objs->paused = api_paused;
+	objs->shutdown = api_shutdown;
+	objs->owner = vm;
+	if (api_start(objs, path, api, err, sizeof(err))) {
+		pr_err("%s", err);
+		return -1;
+	}
+	return 0;
 }
 
 int cmd_run(int argc, char **argv)
 {
+	/* Static: sized for every disk and share, and read by the API
+	 * thread until api_free. */
+	static struct api_objects objs;
+	struct api_server *api = NULL;
 	struct run_opts o;
 	struct vm_params p;
 	struct vm *vm = NULL;
@@ -81,13 +118,20 @@ int cmd_run(int argc, char **argv)
 	if (vm_block_signals())
 		goto out;
 	p = (struct vm_params){ .mem_size = o.cfg.mem_size, .ncpus = o.cfg.cpus };
-	if (vm_create(&p, &vm) || build_machine(vm, &o.cfg))
+	if (vm_create(&p, &vm) || build_machine(vm, &o.cfg, o.api_socket ? &objs : NULL))
+		goto out;
+	/* Before the socket exists, so that it never says running: no
+	 * vCPU runs yet, each parks at its start. */
+	if (o.paused)
+		vm_pause(vm);
+	if (o.api_socket && start_api(vm, &objs, o.api_socket, &api))
 		goto out;
 	status = vm_run(vm);
 	pr_debug("VM stopped with exit status %d", status);
 	if (o.verbose)
 		vm_report_memory(vm);
 out:
+	api_free(api);
 	serial_console_restore();
 	vm_destroy(vm);
 	run_opts_free(&o);

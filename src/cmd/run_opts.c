@@ -10,7 +10,7 @@
 #include "cmd/run_opts.h"
 #include "cmd/disk_help.h"
 
-enum { OPT_CPU = 0x100 };
+enum { OPT_CPU = 0x100, OPT_API_SOCKET, OPT_PAUSED };
 
 static const struct option long_opts[] = {
 	{ "kernel", required_argument, NULL, 'k' },
@@ -21,6 +21,8 @@ static const struct option long_opts[] = {
 	{ "cpu", required_argument, NULL, OPT_CPU },
 	{ "disk", required_argument, NULL, 'd' },
 	{ "share", required_argument, NULL, 's' },
+	{ "api-socket", required_argument, NULL, OPT_API_SOCKET },
+	{ "paused", no_argument, NULL, OPT_PAUSED },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "help", no_argument, NULL, 'h' },
@@ -131,6 +133,18 @@ LIMITS_HELP
 "                                  modes as the guest gives them. RISK: a\n"
 "                                  guest can then plant setuid-root programs\n"
 "                                  and files of any user on the host\n"
+"      --api-socket PATH\n"
+"                       serve the control socket on PATH: a UNIX socket\n"
+"                       (mode 0600; a stale socket there is replaced, any\n"
+"                       other file is an error; removed at exit) taking\n"
+"                       newline-delimited JSON commands in QMP's shape:\n"
+"                       query-status, query-disks, query-shares, pause and\n"
+"                       resume of the vCPUs, shutdown (as SIGTERM, but exit\n"
+"                       status 0) and more (docs/api.md). Several clients at\n"
+"                       once; `iovm ctl --socket PATH` is a client\n"
+"      --paused         start with the vCPUs paused, before the guest's first\n"
+"                       instruction, until the control socket's resume\n"
+"                       (QEMU's -S); needs --api-socket\n"
 "  -v, --verbose        report boot details, the stop reason and memory use\n"
 "  -q, --quiet          report errors only\n"
 "  -h, --help           show this help\n"
@@ -214,6 +228,14 @@ static int parse_one(int c, const char *arg, struct run_opts *o, char *err,
 				   "64", arg);
 		cfg->cpus = v;
 		return 0;
+	case OPT_API_SOCKET:
+		if (!*arg)
+			return bad(err, errlen, "%s", "--api-socket: the path is empty");
+		o->api_socket = arg;
+		return 0;
+	case OPT_PAUSED:
+		o->paused = true;
+		return 0;
 	case OPT_CPU:
 		cfg->cpu_features = arg;
 		/* Names are checked now, bits later against KVM's set. */
@@ -278,6 +300,8 @@ int run_parse_args(int argc, char **argv, struct run_opts *o, char *err,
 			   argv[optind]);
 	if (!o->cfg.kernel)
 		return bad(err, errlen, "%s", "--kernel FILE is required (see iovm run --help)");
+	if (o->paused && !o->api_socket)
+		return bad(err, errlen, "%s", "--paused needs --api-socket PATH (to resume)");
 	return 0;
 }
 

@@ -15,6 +15,8 @@
 
 struct run_opts {
 	struct vm_config cfg;
+	const char *api_socket;	/* --api-socket PATH, or NULL */
+	bool paused;		/* --paused: vCPUs wait for resume */
 	bool help;
 	bool version;
 	bool verbose;

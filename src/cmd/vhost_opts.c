@@ -2,9 +2,12 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "api/start.h"
 #include "cmd/vhost_opts.h"
 #include "lib/log.h"
 
@@ -30,6 +33,13 @@ int vhost_opt(struct vhost_opts *o, const char *name, int opt, const char *arg,
 	case VHOST_OPT_ONCE:
 		o->once = true;
 		return 0;
+	case VHOST_OPT_API_SOCKET:
+		if (!*arg) {
+			fprintf(stderr, "iovm: %s: --api-socket: the path is empty\n", name);
+			return -1;
+		}
+		o->api_socket = arg;
+		return 0;
 	case 'v':
 		log_threshold = LOG_DEBUG;
 		return 0;
@@ -54,6 +64,32 @@ int vhost_opts_check(const struct vhost_opts *o, const char *name, int argc, cha
 	}
 	if (o->socket && o->fd >= 0) {
 		fprintf(stderr, "iovm: %s: --socket and --fd exclude each other\n", name);
+		return -1;
+	}
+	if (o->socket && o->api_socket && !strcmp(o->socket, o->api_socket)) {
+		fprintf(stderr, "iovm: %s: --api-socket must differ from --socket\n", name);
+		return -1;
+	}
+	return 0;
+}
+
+int vhost_api_start(const struct vhost_opts *o, struct api_objects *objs,
+		    struct api_server **api)
+{
+	char err[512];
+	sigset_t set;
+
+	*api = NULL;
+	if (!o->api_socket)
+		return 0;
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	/* vhu_server_run's signalfd takes it between messages. */
+	objs->shutdown = api_shutdown_by_sigterm;
+	if (api_start(objs, o->api_socket, api, err, sizeof(err))) {
+		pr_err("%s", err);
 		return -1;
 	}
 	return 0;

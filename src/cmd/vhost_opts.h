@@ -5,8 +5,12 @@
 
 #include <stdbool.h>
 
+struct api_objects;
+struct api_server;
+
 struct vhost_opts {
 	const char *socket;
+	const char *api_socket;	/* --api-socket, or NULL */
 	int fd;			/* --fd, or -1 */
 	bool once;
 };
@@ -15,6 +19,25 @@ struct vhost_opts {
 #define VHOST_OPT_SOCKET 's'
 #define VHOST_OPT_FD 'f'
 #define VHOST_OPT_ONCE 'o'
+#define VHOST_OPT_API_SOCKET 'A'
+
+/* --api-socket's --help lines, in the back-ends' column layout. */
+#define VHOST_API_SOCKET_HELP                                                    \
+"  --api-socket PATH  serve the control socket on PATH: a UNIX socket (mode\n"  \
+"                     0600; a stale socket there is replaced, any other file\n" \
+"                     is an error; removed at exit) taking newline-delimited\n" \
+"                     JSON commands in QMP's shape: query-status,\n"            \
+"                     query-disks, shutdown (as SIGTERM) and more\n"            \
+"                     (docs/api.md). Several clients at once; `iovm ctl\n"      \
+"                     --socket PATH` is a client\n"
+
+/* Starts the control socket (o->api_socket; nothing without it) over
+ * objs: SIGINT and SIGTERM are blocked first, as vhu_server_run keeps
+ * them, so that the shutdown command (which sends the process SIGTERM,
+ * SIGTERM's own path) waits for the server's signalfd. 0, or -1 with a
+ * message printed. */
+int vhost_api_start(const struct vhost_opts *o, struct api_objects *objs,
+		    struct api_server **api);
 
 /* Handles what getopt_long returned that the command's own cases did not:
  * a common option (0), or else an error (-1, a one-line message printed:

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/objects.h"
+#include "api/start.h"
 #include "cmd/commands.h"
 #include "cmd/vhost_opts.h"
 #include "cmd/disk_help.h"
@@ -43,6 +45,7 @@
 "  --print-capabilities  print the vhost-user capabilities (JSON) and exit\n"   \
 "  --once             exit after the first client disconnects instead of\n"     \
 "                     waiting for another\n"                                    \
+VHOST_API_SOCKET_HELP                                                           \
 "  --test-stop-after N  test only: after N requests completed on a queue\n"   \
 "                     (since the front-end started it), complete no more;\n"   \
 "                     later requests stay in flight until iovm is killed.\n"  \
@@ -210,6 +213,7 @@ static int parse_args(struct vhu_cmd *c, int argc, char **argv)
 		{ "read-only", no_argument, NULL, 'r' },
 		{ "disk", required_argument, NULL, 'd' },
 		{ "once", no_argument, NULL, 'o' },
+		{ "api-socket", required_argument, NULL, VHOST_OPT_API_SOCKET },
 		{ "test-stop-after", required_argument, NULL, 't' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
@@ -302,9 +306,31 @@ static void free_disks(struct vhu_cmd *c)
 	c->ndisks = 0;
 }
 
+/* The disks as the control socket shows them, in --disk order. */
+static void show_disks(struct vhu_cmd *c, struct virtio_dev *dev, struct api_objects *objs)
+{
+	struct api_disk *d;
+
+	objs->command = c->name;
+	for (unsigned int i = 0; i < c->ndisks; i++) {
+		if (c->iface == DISK_IF_VIRTIO_BLK)
+			d = api_add_disk(objs, &c->disks[i], virtio_blk_backend(dev),
+					 dev->num_queues);
+		else
+			d = api_add_disk(objs, &c->disks[i], virtio_scsi_backend(dev, i),
+					 dev->num_queues - VIRTIO_SCSI_REQ_Q0);
+		if (d)
+			d->dev = dev;
+	}
+}
+
 static int serve(struct vhu_cmd *c, struct virtio_dev *dev)
 {
+	/* Static: sized for every disk, read by the API thread until
+	 * api_free. */
+	static struct api_objects objs;
 	struct vhu_server *s = vhu_server_new(dev);
+	struct api_server *api = NULL;
 	int status;
 
 	if (!s) {
@@ -317,7 +343,15 @@ static int serve(struct vhu_cmd *c, struct virtio_dev *dev)
 		pr_info("%s: --test-stop-after %" PRIu64 ": a test run, requests "
 			"will be left in flight", c->name, c->test_stop_after);
 	vhu_server_set_test_stop_after(s, c->test_stop_after);
+	show_disks(c, dev, &objs);
+	if (vhost_api_start(&c->o, &objs, &api)) {
+		vhu_server_free(s);
+		dev->ops->destroy(dev);
+		free_disks(c);
+		return 1;
+	}
 	status = vhu_server_run(s, c->o.socket, c->o.fd, c->o.once);
+	api_free(api);
 	vhu_server_free(s);
 	/* Queues stopped, the disks are flushed: once, as the device flushes
 	 * only what ran since its last flush (the last client's departure

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/start.h"
 #include "block/backend.h"
 #include "cmd/commands.h"
 #include "cmd/devices.h"
@@ -68,6 +69,10 @@ static const char help[] =
 "  --share SPEC       a host folder over virtio-9p, as `iovm run --share`:\n"
 "                     path=DIR,tag=TAG[,ro][,msize=SIZE][,security=MODEL]\n"
 "  --once             exit after the first client disconnects\n"
+VHOST_API_SOCKET_HELP
+"                     (here the function is made afresh for each session:\n"
+"                     query-disks shows no size, and statistics are not\n"
+"                     kept)\n"
 "  --test-hold-writes N:M  test only: the WRITEs number N+1 to N+M that the\n"
 "                     disks send to their backend are queued in the kernel\n"
 "                     behind a gate and move no data until SIGUSR1 opens it\n"
@@ -212,6 +217,7 @@ static int parse_args(struct vpci_cmd *c, int argc, char **argv)
 		{ "disk", required_argument, NULL, 'd' },
 		{ "share", required_argument, NULL, 'S' },
 		{ "once", no_argument, NULL, VHOST_OPT_ONCE },
+		{ "api-socket", required_argument, NULL, VHOST_OPT_API_SOCKET },
 		{ "test-hold-writes", required_argument, NULL, VPCI_OPT_HOLD },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
@@ -285,11 +291,24 @@ static int make_function(struct pci_bus *bus, void *opaque)
 {
 	struct vpci_cmd *c = opaque;
 
-	return devices_add(bus, &c->cfg, host_cpus());
+	return devices_add(bus, &c->cfg, host_cpus(), NULL);
+}
+
+/* The control socket sees the configuration only: the function and its
+ * backends are made afresh for each session and gone between them. */
+static void show_cfg(struct vpci_cmd *c, struct api_objects *objs)
+{
+	objs->command = "vhost-user-pci";
+	for (unsigned int i = 0; i < c->cfg.ndisks; i++)
+		api_add_disk(objs, &c->cfg.disks[i], NULL, 0);
+	for (unsigned int i = 0; i < c->cfg.nshares; i++)
+		api_add_share(objs, &c->cfg.shares[i], NULL);
 }
 
 int cmd_vhost_user_pci(int argc, char **argv)
 {
+	static struct api_objects objs;
+	struct api_server *api = NULL;
 	struct vpci_cmd c = { .o.fd = -1 };
 	struct virtio_dev *dev;
 	struct vhu_server *s;
@@ -324,7 +343,12 @@ int cmd_vhost_user_pci(int argc, char **argv)
 		free_cfg(&c.cfg);
 		return 1;
 	}
-	status = vhu_server_run(s, c.o.socket, c.o.fd, c.o.once);
+	show_cfg(&c, &objs);
+	if (vhost_api_start(&c.o, &objs, &api))
+		status = 1;
+	else
+		status = vhu_server_run(s, c.o.socket, c.o.fd, c.o.once);
+	api_free(api);
 	vhu_server_free(s);
 	dev->ops->destroy(dev);
 	free_cfg(&c.cfg);

@@ -9,6 +9,11 @@
 
 int sock_listen_unix(const char *path, int backlog)
 {
+	return sock_listen_unix_mode(path, backlog, 0);
+}
+
+int sock_listen_unix_mode(const char *path, int backlog, mode_t mode)
+{
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct stat st;
 	int fd, ret;
@@ -24,10 +29,26 @@ int sock_listen_unix(const char *path, int backlog)
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, backlog) < 0) {
+	if (mode && fchmod(fd, mode) < 0)
+		goto fail;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		goto fail;
+	/* Nobody can connect before listen; a kernel that ignored the mode
+	 * is caught here, before the socket is open to anyone. */
+	if (mode && (lstat(path, &st) || (st.st_mode & 07777 & ~mode))) {
+		unlink(path);
+		close(fd);
+		return -EPERM;
+	}
+	if (listen(fd, backlog) < 0) {
 		ret = -errno;
+		unlink(path);
 		close(fd);
 		return ret;
 	}
 	return fd;
+fail:
+	ret = -errno;
+	close(fd);
+	return ret;
 }

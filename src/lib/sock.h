@@ -3,6 +3,7 @@
 #define IOVM_LIB_SOCK_H
 
 #include <stddef.h>
+#include <sys/types.h>
 #include <sys/un.h>
 
 /* The longest path a UNIX socket address holds. */
@@ -15,5 +16,11 @@
  * SOCK_UNIX_PATH_MAX), -EEXIST (a file other than a socket is at path),
  * or the -errno of socket, bind or listen, for the caller's message. */
 int sock_listen_unix(const char *path, int backlog);
+
+/* The same, with the socket file made with mode (e.g. 0600) from the
+ * start: the mode is set on the socket before bind, which Linux gives the
+ * file it creates (less the umask), so that no one else can connect in
+ * between. -EPERM if the file still came out wider than mode. */
+int sock_listen_unix_mode(const char *path, int backlog, mode_t mode);
 
 #endif

@@ -154,7 +154,8 @@ static int pick_targets(const struct disk_cfg *const *disks, unsigned int n,
 }
 
 int lsi_pci_create(struct pci_bus *bus,
-		   const struct disk_cfg *const *disks, unsigned int n)
+		   const struct disk_cfg *const *disks, unsigned int n,
+		   struct blk_backend **be)
 {
 	const struct pci_dev_info info = {
 		.vendor = LSI_PCI_VENDOR,
@@ -235,6 +236,8 @@ int lsi_pci_create(struct pci_bus *bus,
 		pr_err("lsi: PCI setup: %s", strerror(-ret));
 		return ret;
 	}
+	for (unsigned int i = 0; be && i < n; i++)
+		be[i] = &lp->be[i];
 	return pci_bus_add_shutdown_hook(bus, lsi_pci_shutdown, lp);
 fail:
 	lsi_destroy(lp->hba);

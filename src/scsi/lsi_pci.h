@@ -6,9 +6,14 @@
 
 struct pci_bus;
 
+struct blk_backend;
+
 /* One HBA with the n disks as targets (target= or the lowest free IDs).
- * Prints a one-line error and returns -errno on failure. */
+ * Prints a one-line error and returns -errno on failure. be (NULL: not
+ * wanted) gets each disk's backend, in the order of disks, for the
+ * control socket. */
 int lsi_pci_create(struct pci_bus *bus,
-		   const struct disk_cfg *const *disks, unsigned int n);
+		   const struct disk_cfg *const *disks, unsigned int n,
+		   struct blk_backend **be);
 
 #endif

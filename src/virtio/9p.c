@@ -580,6 +580,11 @@ static void v9p_destroy(struct virtio_dev *dev)
 	free(v);
 }
 
+struct p9_server *virtio_9p_server(struct virtio_dev *dev)
+{
+	return to_v9p(dev)->srv;
+}
+
 static const struct virtio_dev_ops v9p_ops = {
 	.config_read = v9p_config_read,
 	.config_write = v9p_config_write,

@@ -28,4 +28,8 @@
 struct virtio_dev *virtio_9p_create(const struct share_cfg *cfg, char *err,
 				    size_t errlen);
 
+/* The share's 9P server, for the control socket's commands. */
+struct p9_server;
+struct p9_server *virtio_9p_server(struct virtio_dev *dev);
+
 #endif

@@ -631,6 +631,11 @@ const struct blk_errors *virtio_blk_errors(struct virtio_dev *dev)
 	return &to_vblk(dev)->errors;
 }
 
+struct blk_backend *virtio_blk_backend(struct virtio_dev *dev)
+{
+	return &to_vblk(dev)->be;
+}
+
 static const struct virtio_dev_ops vblk_ops = {
 	.config_read = vblk_config_read,
 	.config_write = vblk_config_write,

@@ -70,4 +70,8 @@ struct blk_errors;
 /* The backend errors the device has seen (counted since creation). */
 const struct blk_errors *virtio_blk_errors(struct virtio_dev *dev);
 
+/* The device's disk, for the control socket's commands. */
+struct blk_backend;
+struct blk_backend *virtio_blk_backend(struct virtio_dev *dev);
+
 #endif

@@ -835,6 +835,13 @@ static void vscsi_destroy(struct virtio_dev *dev)
 	free(s);
 }
 
+struct blk_backend *virtio_scsi_backend(struct virtio_dev *dev, unsigned int i)
+{
+	struct vscsi *s = to_vscsi(dev);
+
+	return i < s->nlus ? &s->lus[i].be : NULL;
+}
+
 static const struct virtio_dev_ops vscsi_ops = {
 	.config_read = vscsi_config_read,
 	.config_write = vscsi_config_write,

@@ -108,4 +108,9 @@ struct virtio_dev *virtio_scsi_create(const struct disk_cfg *const *disks,
 				      unsigned int default_queues, char *err,
 				      size_t errlen);
 
+/* The i-th disk given to virtio_scsi_create (NULL past the last), for the
+ * control socket's commands. */
+struct blk_backend;
+struct blk_backend *virtio_scsi_backend(struct virtio_dev *dev, unsigned int i);
+
 #endif

@@ -37,6 +37,14 @@ uint64_t vm_mem_size(const struct vm *vm);
  * blocked those signals (vm_block_signals) before creating any thread. */
 int vm_run(struct vm *vm);
 
+/* Pause: every vCPU thread leaves KVM_RUN and waits; returns once all
+ * running ones wait (0), or -ESHUTDOWN if the VM is stopping. Resume lets
+ * them go on. Devices and their I/O threads are not paused. Callable from
+ * any thread but a vCPU's, before or during vm_run. */
+int vm_pause(struct vm *vm);
+int vm_resume(struct vm *vm);
+bool vm_paused(struct vm *vm);
+
 /* Blocks the stop signals in the calling thread; call first thing, so that
  * every thread created later inherits the mask and the main loop receives
  * them through a signalfd. */

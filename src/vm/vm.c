@@ -63,6 +63,14 @@ struct vm {
 
 	int stop_efd;
 	atomic_bool stopping;
+
+	/* vm_pause: every vCPU thread out of KVM_RUN, parked on pause_cond
+	 * until vm_resume or the stop. */
+	pthread_mutex_t pause_lock;
+	pthread_cond_t pause_cond;
+	atomic_bool pause_req;
+	unsigned int nrunning;		/* vCPU threads in their loop */
+	unsigned int nparked;		/* of them, waiting on pause_cond */
 	atomic_bool reset_requested;
 	atomic_int status;
 	int input_fd;
@@ -307,6 +315,8 @@ int vm_create(const struct vm_params *p, struct vm **out)
 	for (unsigned int i = 0; i < VM_MAX_CPUS; i++)
 		vm->vcpus[i].fd = -1;
 	pthread_mutex_init(&vm->lock, NULL);
+	pthread_mutex_init(&vm->pause_lock, NULL);
+	pthread_cond_init(&vm->pause_cond, NULL);
 	bus_init(&vm->pio);
 	bus_init(&vm->mmio);
 	vm->mem_size = p->mem_size;
@@ -360,6 +370,8 @@ void vm_destroy(struct vm *vm)
 	bus_destroy(&vm->pio);
 	bus_destroy(&vm->mmio);
 	pthread_mutex_destroy(&vm->lock);
+	pthread_mutex_destroy(&vm->pause_lock);
+	pthread_cond_destroy(&vm->pause_cond);
 	free(vm);
 }
 
@@ -507,6 +519,54 @@ void vm_request_stop(struct vm *vm, int status)
 	kick_vcpus(vm);
 	if (write(vm->stop_efd, &one, sizeof(one)) < 0)
 		pr_debug("stop eventfd: %s", strerror(errno));
+	/* Parked vCPUs and a waiting vm_pause see the stop. */
+	pthread_mutex_lock(&vm->pause_lock);
+	pthread_cond_broadcast(&vm->pause_cond);
+	pthread_mutex_unlock(&vm->pause_lock);
+}
+
+int vm_pause(struct vm *vm)
+{
+	pthread_mutex_lock(&vm->pause_lock);
+	atomic_store(&vm->pause_req, true);
+	pthread_mutex_unlock(&vm->pause_lock);
+	/* Out of KVM_RUN (the signal) or never back in (immediate_exit):
+	 * each thread then finds pause_req at the top of its loop. */
+	kick_vcpus(vm);
+	pthread_mutex_lock(&vm->pause_lock);
+	while (vm->nparked < vm->nrunning && atomic_load(&vm->pause_req) &&
+	       !atomic_load(&vm->stopping))
+		pthread_cond_wait(&vm->pause_cond, &vm->pause_lock);
+	pthread_mutex_unlock(&vm->pause_lock);
+	return atomic_load(&vm->stopping) ? -ESHUTDOWN : 0;
+}
+
+int vm_resume(struct vm *vm)
+{
+	pthread_mutex_lock(&vm->pause_lock);
+	atomic_store(&vm->pause_req, false);
+	pthread_cond_broadcast(&vm->pause_cond);
+	pthread_mutex_unlock(&vm->pause_lock);
+	return 0;
+}
+
+bool vm_paused(struct vm *vm)
+{
+	return atomic_load(&vm->pause_req);
+}
+
+/* A vCPU thread waits here while the VM is paused. */
+static void vcpu_park(struct vcpu *v)
+{
+	struct vm *vm = v->vm;
+
+	pthread_mutex_lock(&vm->pause_lock);
+	vm->nparked++;
+	pthread_cond_broadcast(&vm->pause_cond);
+	while (atomic_load(&vm->pause_req) && !atomic_load(&vm->stopping))
+		pthread_cond_wait(&vm->pause_cond, &vm->pause_lock);
+	vm->nparked--;
+	pthread_mutex_unlock(&vm->pause_lock);
 }
 
 void vm_request_reset(struct vm *vm)
@@ -585,10 +645,24 @@ static void *vcpu_thread(void *arg)
 
 	snprintf(name, sizeof(name), "vcpu%u", v->idx);
 	pthread_setname_np(pthread_self(), name);
-	while (!atomic_load_explicit(&vm->stopping, memory_order_relaxed)) {
+	pthread_mutex_lock(&vm->pause_lock);
+	vm->nrunning++;
+	pthread_mutex_unlock(&vm->pause_lock);
+	while (!atomic_load(&vm->stopping)) {
+		if (atomic_load(&vm->pause_req)) {
+			vcpu_park(v);
+			continue;
+		}
 		if (ioctl(v->fd, KVM_RUN, 0) < 0) {
-			if (errno == EINTR || errno == EAGAIN)
+			if (errno == EINTR || errno == EAGAIN) {
+				/* A kick (immediate_exit) ends one KVM_RUN: a
+				 * pause that is over by now must not end the
+				 * next. Stop and pause set their flag before they
+				 * kick, so the loop's checks, after this, see
+				 * any that is not over. */
+				__atomic_store_n(&v->run->immediate_exit, 0, __ATOMIC_SEQ_CST);
 				continue;
+			}
 			pr_err("vCPU %u: KVM_RUN: %s", v->idx, strerror(errno));
 			vm_request_stop(vm, VM_STATUS_CRASH);
 			break;
@@ -596,6 +670,10 @@ static void *vcpu_thread(void *arg)
 		if (handle_exit(v))
 			break;
 	}
+	pthread_mutex_lock(&vm->pause_lock);
+	vm->nrunning--;
+	pthread_cond_broadcast(&vm->pause_cond);
+	pthread_mutex_unlock(&vm->pause_lock);
 	return NULL;
 }
 

@@ -262,6 +262,31 @@ static void test_pr_options(void **state)
 	assert_true(config_pr_id_ok("host:/run/vm1.sock"));
 }
 
+/* --api-socket PATH; --paused only with it (nothing else could resume). */
+static void test_api_options(void **state)
+{
+	struct run_opts o;
+	char err[256];
+
+	assert_int_equal(PARSE(&o, err, "-k", "k", "--api-socket", "/run/vm.api", "--paused"), 0);
+	assert_string_equal(o.api_socket, "/run/vm.api");
+	assert_true(o.paused);
+	run_opts_free(&o);
+	assert_int_equal(PARSE(&o, err, "-k", "k"), 0);
+	assert_null(o.api_socket);
+	assert_false(o.paused);
+	run_opts_free(&o);
+	assert_int_equal(PARSE(&o, err, "-k", "k", "--paused"), -EINVAL);
+	assert_non_null(strstr(err, "--paused needs --api-socket"));
+	run_opts_free(&o);
+	assert_int_equal(PARSE(&o, err, "-k", "k", "--api-socket", ""), -EINVAL);
+	assert_non_null(strstr(err, "the path is empty"));
+	run_opts_free(&o);
+	assert_int_equal(PARSE(&o, err, "-k", "k", "--api-socket"), -EINVAL);
+	assert_non_null(strstr(err, "needs a value"));
+	run_opts_free(&o);
+}
+
 /* Every option is documented in --help, and the --disk/--share keys too. */
 static void test_help_covers_options(void **state)
 {
@@ -270,6 +295,7 @@ static void test_help_covers_options(void **state)
 		"--disk", "--share", "--verbose", "--quiet", "--help", "--version",
 		"if=", "ro", "cache=", "queues=", "target=", "lun=", "tag=", "msize=",
 		"poll-us=", "pr-state=", "pr-id=", "iops=", "bps-wr=", "iops-burst=",
+		"--api-socket", "--paused",
 		"avx512f", "xsave", "Examples:", "(V<<1)|1",
 	};
 	char *buf = NULL;
@@ -299,6 +325,7 @@ int main(void)
 		cmocka_unit_test(test_poll_us),
 		cmocka_unit_test(test_pr_options),
 		cmocka_unit_test(test_help_covers_options),
+		cmocka_unit_test(test_api_options),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -611,7 +611,7 @@ static int make_lsi(struct pci_bus *bus, void *opaque)
 
 	cfg = (struct disk_cfg){ .path = disk_path, .iface = DISK_IF_LSI,
 				 .cache = CACHE_WRITEBACK };
-	return lsi_pci_create(bus, disks, 1);
+	return lsi_pci_create(bus, disks, 1, NULL);
 }
 
 static int setup_lsi(void **state)
