@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/limits.h"
 #include "api/start.h"
 
 int api_start(struct api_objects *o, const char *path, struct api_server **out,
@@ -18,6 +19,8 @@ int api_start(struct api_objects *o, const char *path, struct api_server **out,
 	/* One line per part of the API, each registering its commands:
 	 * if (!ret) ret = api_add_PART(s, o); */
 	ret = api_add_core(s, o);
+	if (!ret)
+		ret = api_add_limits(s, o);
 	if (ret) {
 		snprintf(err, errlen, "--api-socket: cannot register the commands: %s",
 			 strerror(-ret));
