@@ -136,6 +136,16 @@ static int set_limits(void *opaque, struct api_req *req)
 	return req->ret ? 0 : out_of_memory(req);
 }
 
+int api_limits_run(struct api_objects *o, const char *name,
+		   struct api_req *req)
+{
+	if (!strcmp(name, "set-limits"))
+		return set_limits(o, req);
+	if (!strcmp(name, "query-limits"))
+		return query_limits(o, req);
+	return api_error(req, API_ERR_NOT_FOUND, "no command '%s' here", name);
+}
+
 int api_add_limits(struct api_server *s, struct api_objects *o)
 {
 	int ret = api_register(s, "set-limits", set_limits, o,
