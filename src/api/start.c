@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/limits.h"
 #include "api/start.h"
 #include "api/stats.h"
 
@@ -21,6 +22,8 @@ int api_start(struct api_objects *o, const char *path, struct api_server **out,
 	ret = api_add_core(s, o);
 	if (!ret)
 		ret = api_add_stats(s, o);
+	if (!ret)
+		ret = api_add_limits(s, o);
 	if (ret) {
 		snprintf(err, errlen, "--api-socket: cannot register the commands: %s",
 			 strerror(-ret));

@@ -155,6 +155,20 @@ static uint32_t dio_alignment(int fd, uint32_t block_size)
 	return block_size;
 }
 
+/* The disk is open: the limits its --disk gave. */
+static int open_limits(struct blk_backend *be, const struct disk_cfg *cfg,
+		       char *err, size_t errlen)
+{
+	int ret = thr_disk_open(be, &cfg->limits);
+
+	if (ret) {
+		snprintf(err, errlen, "%s: I/O limits: %s", cfg->path,
+			 strerror(-ret));
+		blk_close(be);
+	}
+	return ret;
+}
+
 int blk_open(struct blk_backend *be, const struct disk_cfg *cfg, char *err,
 	     size_t errlen)
 {
@@ -181,7 +195,7 @@ int blk_open(struct blk_backend *be, const struct disk_cfg *cfg, char *err,
 			return ret;
 		}
 		be->stats = blk_stats_new();
-		return 0;
+		return open_limits(be, cfg, err, errlen);
 	}
 	be->ro = cfg->ro;
 	be->discard_zeroes = true;
@@ -262,7 +276,7 @@ int blk_open(struct blk_backend *be, const struct disk_cfg *cfg, char *err,
 		 (unsigned long long)(st.st_ino & 0xffffffffu),
 		 (unsigned long long)(st.st_dev & 0xffffffffu));
 	be->stats = blk_stats_new();
-	return 0;
+	return open_limits(be, cfg, err, errlen);
 
 fail_errno:
 	snprintf(err, errlen, "%s: %s", cfg->path, strerror(-ret));
@@ -273,6 +287,7 @@ fail:
 
 void blk_close(struct blk_backend *be)
 {
+	thr_disk_close(be);
 	if (be->drv) {
 		be->drv->close(be);
 		be->drv = NULL;
@@ -366,6 +381,7 @@ void blkq_destroy(struct blk_queue *q)
 	/* Nothing may complete into freed memory: callers drain first, but
 	 * wait here too rather than leave the kernel writing to a freed
 	 * slot. */
+	thr_fail(q, -ECANCELED);	/* held: they never reached the kernel */
 	while (q->used)	/* polls are cancelled with the ring */
 		if (blkq_reap(q, true) < 0)
 			break;
@@ -375,6 +391,7 @@ void blkq_destroy(struct blk_queue *q)
 	for (unsigned int i = 0; i < BLK_STATS_MAX_DISKS; i++)
 		if (q->st[i])
 			blk_qstats_retire(q->st[i]);
+	thr_queue_free(q);
 	if (q->efd >= 0)
 		close(q->efd);
 	free(q->slots);
@@ -717,6 +734,11 @@ int blkq_rw_merged(struct blk_queue *q, struct blk_backend *be,
 	 * much per call anyway. */
 	if (!blk_range_ok(be, offset, len) || len > BLK_MAX_RW)
 		return -EINVAL;
+	if (thr_gated(q, be)) {
+		ret = thr_gate(q, be, op, iov, iovcnt, offset, len, nreq, done, tag);
+		if (ret <= 0)
+			return ret;
+	}
 	if (be->drv)
 		return drvq_start(q, be, op, iov, iovcnt, offset, len, nreq,
 				  done, tag);
@@ -746,7 +768,13 @@ int blkq_flush(struct blk_queue *q, struct blk_backend *be, blk_done_fn done,
 {
 	struct blk_slot *s;
 	struct io_uring_sqe *sqe;
+	int ret;
 
+	if (!q->dead && thr_gated(q, be)) {
+		ret = thr_gate(q, be, BLK_OP_FLUSH, NULL, 0, 0, 0, 1, done, tag);
+		if (ret <= 0)
+			return ret;
+	}
 	if (be->drv && !be->ro && !q->dead)
 		return drvq_start(q, be, BLK_OP_FLUSH, NULL, 0, 0, 0, 1, done,
 				  tag);
@@ -996,6 +1024,11 @@ int blkq_discard(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 		return -EROFS;
 	if (!blk_range_ok(be, offset, len))
 		return -EINVAL;
+	if (thr_gated(q, be)) {
+		ret = thr_gate(q, be, op, NULL, 0, offset, len, 1, done, tag);
+		if (ret <= 0)
+			return ret;
+	}
 	if (be->drv)
 		return drvq_start(q, be, op, NULL, 0, offset, len, 1, done,
 				  tag);
@@ -1069,6 +1102,8 @@ int blkq_submit(struct blk_queue *q)
 		return -EIO;
 	helper_arm(q);	/* if the ring was full when it was due */
 	drvq_arm_mailbox(q);
+	if (q->thr)
+		thr_arm(q);
 	if (!q->unsubmitted)
 		return 0;
 	ret = ring_submit(q);
@@ -1210,6 +1245,10 @@ static int reap_ready(struct blk_queue *q)
 			drvq_reap_mailbox(q);
 			continue;
 		}
+		if (s->op == SLOT_THR) {
+			thr_event(q, s, res);
+			continue;
+		}
 		if (complete(q, s, res, &res))
 			continue;
 		queue_finish(q, s, res);
@@ -1275,6 +1314,8 @@ int blkq_wait(struct blk_queue *q)
 		return 0;
 	helper_arm(q);
 	drvq_arm_mailbox(q);
+	if (q->thr)
+		thr_arm(q);
 	while (!io_uring_cq_ready(&q->ring) &&
 	       (q->used || q->polls_used || q->dwatches)) {
 		int ret = ring_submit_wait(q);
@@ -1337,6 +1378,8 @@ void blkq_abort(struct blk_queue *q, int err)
 	q->dead = true;
 	/* What is done already is reported as it came out. */
 	reap_ready(q);
+	/* Held by the limits: they never reached the kernel. */
+	thr_fail(q, err);
 	/* The kernel may still own requests (and write into their buffers):
 	 * ask it to cancel them all and take its answers while the ring
 	 * gives them. */

@@ -25,7 +25,7 @@
 /* What a slot is when it is not a request (enum blk_op): the ring's
  * completions carry slots, and reap_ready dispatches on op. */
 enum { SLOT_POLL = 100, SLOT_ZCHUNK, SLOT_HELPER, SLOT_COPY, SLOT_DWATCH,
-       SLOT_MAILBOX };
+       SLOT_MAILBOX, SLOT_THR };
 
 struct blk_slot {
 	int op;			/* enum blk_op or SLOT_* */
@@ -145,6 +145,12 @@ struct blk_queue {
 	bool reaping;
 	uint64_t now;
 	struct blk_qstats *st[BLK_STATS_MAX_DISKS];
+	/* I/O limits (queue_throttle.c): NULL until a request of a disk
+	 * with limits comes; thr_passing while a held request goes through
+	 * blkq_* again, its tokens taken. */
+	struct thr_queue *thr;
+	bool thr_passing;
+	bool thr_off;		/* blkq_unthrottle */
 };
 
 /* file.c: the queue core. */
@@ -204,6 +210,33 @@ void drvq_reap_mailbox(struct blk_queue *q);
 void drvq_watch_done(struct blk_queue *q, struct blk_slot *w, int res);
 /* blkq_destroy: the drivers let go, the contexts go away. */
 void drvq_detach_all(struct blk_queue *q);
+
+/* queue_throttle.c: I/O limits (backend.h: blk_set_limits). */
+/* Whether a request on be must pass the limits' gate: one load and a
+ * predictable branch for a disk that never had limits. */
+static inline bool thr_gated(const struct blk_queue *q,
+			     const struct blk_backend *be)
+{
+	return __builtin_expect(__atomic_load_n(&be->thr, __ATOMIC_ACQUIRE) != NULL, 0) &&
+	       !q->thr_passing && !q->thr_off;
+}
+/* The gate: 1 when the request goes on now (its tokens taken), 0 when it
+ * is held (its done comes later, from blkq_reap), or -errno. */
+int thr_gate(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
+	     const struct iovec *iov, unsigned int iovcnt, uint64_t offset,
+	     uint64_t len, unsigned int nreq, blk_done_fn done, void *tag);
+/* Puts the timer and the wakeup watch in the ring when due (again after a
+ * full ring: blkq_submit and blkq_wait call it). */
+void thr_arm(struct blk_queue *q);
+/* A SLOT_THR completion: the timer or the wakeup. */
+void thr_event(struct blk_queue *q, struct blk_slot *s, int res);
+/* blkq_abort, blkq_destroy: every held request finishes with err. */
+void thr_fail(struct blk_queue *q, int err);
+/* blkq_destroy, after the ring is gone: the queue's state is freed. */
+void thr_queue_free(struct blk_queue *q);
+/* blk_open, blk_close: the disk's limits. */
+int thr_disk_open(struct blk_backend *be, const struct disk_limits *l);
+void thr_disk_close(struct blk_backend *be);
 
 /* file_helper.c: the helper thread (block-device discards, copies). */
 void helper_init(struct blk_helper *h);

@@ -190,6 +190,63 @@ static int print_commands(struct json_object *ret)
 	return print_table(ret, cols, sizeof(cols) / sizeof(cols[0]));
 }
 
+/* Whether v is a limit of 0 (none), then printed as "-". */
+static bool fmt_no_limit(struct json_object *v, char *buf, size_t len)
+{
+	if (!v || !json_object_is_type(v, json_type_int) || json_object_get_uint64(v))
+		return false;
+	snprintf(buf, len, "-");
+	return true;
+}
+
+static void fmt_limit(struct json_object *v, char *buf, size_t len)
+{
+	if (!fmt_no_limit(v, buf, len))
+		fmt_plain(v, buf, len);
+}
+
+/* A bytes limit: binary units. */
+static void fmt_limit_size(struct json_object *v, char *buf, size_t len)
+{
+	if (!fmt_no_limit(v, buf, len))
+		fmt_size(v, buf, len);
+}
+
+/* query-limits (every disk) and set-limits (the one it changed): a row
+ * per disk, each rate beside its burst. */
+static int print_limits(struct json_object *ret)
+{
+	static const struct ctl_col cols[] = {
+		{ "disk", "DISK", fmt_plain },
+		{ "iops", "IOPS", fmt_limit },
+		{ "iops-burst", "BURST", fmt_limit },
+		{ "iops-rd", "IOPS-RD", fmt_limit },
+		{ "iops-rd-burst", "BURST", fmt_limit },
+		{ "iops-wr", "IOPS-WR", fmt_limit },
+		{ "iops-wr-burst", "BURST", fmt_limit },
+		{ "bps", "BPS", fmt_limit_size },
+		{ "bps-burst", "BURST", fmt_limit_size },
+		{ "bps-rd", "BPS-RD", fmt_limit_size },
+		{ "bps-rd-burst", "BURST", fmt_limit_size },
+		{ "bps-wr", "BPS-WR", fmt_limit_size },
+		{ "bps-wr-burst", "BURST", fmt_limit_size },
+		{ "held", "HELD", fmt_plain },
+	};
+	struct json_object *rows = ret;
+	int r;
+
+	if (json_object_is_type(ret, json_type_object)) {
+		rows = json_object_new_array();
+		if (!rows)
+			return -1;
+		json_object_array_add(rows, json_object_get(ret));
+	}
+	r = print_table(rows, cols, sizeof(cols) / sizeof(cols[0]));
+	if (rows != ret)
+		json_object_put(rows);
+	return r;
+}
+
 /* The commands with a short name and a printer of their own; any other
  * name is sent as given and its reply printed as key: value lines. One
  * entry per command: {alias, command, printer, what it shows}. */
@@ -212,6 +269,10 @@ static const struct ctl_cmd {
 	  "finish in-flight I/O, flush, exit (as SIGTERM; iovm run exits 0)" },
 	{ "pause", "pause", print_kv, "stop the vCPUs (iovm run only)" },
 	{ "resume", "resume", print_kv, "let the vCPUs run again (iovm run only)" },
+	{ "limits", "query-limits", print_limits,
+	  "a table of the disks' I/O limits, each with its burst (- for none), and the requests they hold now" },
+	{ "set-limits", "set-limits", print_limits,
+	  "disk=NAME and any of iops=N iops-rd=N iops-wr=N bps=N bps-rd=N bps-wr=N and their -burst=N: change a disk's I/O limits (0 removes one; bytes as plain integers)" },
 };
 
 #define NCTL (sizeof(ctl_cmds) / sizeof(ctl_cmds[0]))
@@ -273,7 +334,9 @@ static void usage(FILE *f)
 "      --api-socket /run/vblk.api &\n"
 "  iovm ctl --socket /run/vblk.api disks\n"
 "  iovm ctl --socket /run/vblk.api --json query-status\n"
-"  iovm ctl --socket /run/vm.api pause\n");
+"  iovm ctl --socket /run/vm.api pause\n"
+"  iovm ctl --socket /run/vblk.api set-limits disk=disk0 iops=500 iops-burst=2000\n"
+"  iovm ctl --socket /run/vblk.api set-limits disk=disk0 iops=0\n");
 }
 
 /* ---- the request ---- */

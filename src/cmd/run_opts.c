@@ -78,6 +78,7 @@ void run_usage(FILE *f)
 "                       path=FILE[,if=virtio-blk|virtio-scsi|lsi][,ro[=on|off]]\n"
 "                       [,cache=none|writeback][,queues=N][,target=T][,lun=L]\n"
 "                       [,poll-us=N][,pr-state=FILE|none][,pr-id=NAME]\n"
+"                       [,iops=N][,bps=SIZE][,...: I/O limits, below]\n"
 "                         if=      guest interface (default virtio-blk)\n"
 "                         ro       read-only disk\n"
 "                         cache=   none: O_DIRECT, bypass the host page cache\n"
@@ -107,6 +108,8 @@ void run_usage(FILE *f)
 "                       disk names\n"
 "  -d, --disk (continued): network disks\n"
 NETDISK_HELP
+"  -d, --disk (continued): I/O limits\n"
+LIMITS_HELP
 "  -s, --share SPEC     share a host folder over virtio-9p (repeatable, up to\n"
 "                       %d). SPEC is path=DIR,tag=NAME[,ro][,msize=SIZE]\n"
 "                       [,security=MODEL][,poll-us=N]\n"

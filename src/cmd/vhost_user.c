@@ -75,6 +75,8 @@ VHOST_METRICS_LISTEN_HELP                                                       
 
 #define HELP_TAIL                                                                \
 "\n"                                                                            \
+LIMITS_HELP                                                                      \
+"\n"                                                                            \
 NETDISK_HELP                                                                     \
 "\n"                                                                            \
 "SIGINT or SIGTERM: finish in-flight requests, flush, remove the socket,\n"     \

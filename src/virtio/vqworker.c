@@ -318,6 +318,8 @@ static void *queue_thread(void *arg)
 
 		if (stop && !w->inflight)
 			break;
+		if (stop)	/* a drain does not wait for I/O limits */
+			blkq_unthrottle(w->bq);
 		if (!stop && !w->kick_armed && !w->inflight)
 			arm_kick(w);	/* stalled or failed to arm */
 		arm_wake(w);
