@@ -60,11 +60,72 @@ static int disk_str(struct parse_ctx *c, const char *key, const char *value,
 	return *dst ? 0 : -ENOMEM;
 }
 
+const char *const disk_limit_names[LIM_N] = {
+	"iops", "iops-rd", "iops-wr", "bps", "bps-rd", "bps-wr",
+};
+const char *const disk_limit_burst_names[LIM_N] = {
+	"iops-burst", "iops-rd-burst", "iops-wr-burst",
+	"bps-burst", "bps-rd-burst", "bps-wr-burst",
+};
+
+bool disk_limits_any(const struct disk_limits *l)
+{
+	for (unsigned int i = 0; i < LIM_N; i++)
+		if (l->rate[i])
+			return true;
+	return false;
+}
+
+int disk_limits_check(const struct disk_limits *l, char *err, size_t errlen)
+{
+	for (unsigned int i = 0; i < LIM_N; i++) {
+		const char *name = l->rate[i] > CONFIG_LIMIT_MAX ? disk_limit_names[i] :
+				  l->burst[i] > CONFIG_LIMIT_MAX ?
+				  disk_limit_burst_names[i] : NULL;
+
+		if (name) {
+			snprintf(err, errlen, "%s is above the largest limit, 10^15",
+				 name);
+			return -EINVAL;
+		}
+		if (l->burst[i] && !l->rate[i]) {
+			snprintf(err, errlen, "%s needs %s (a burst of no limit)",
+				 disk_limit_burst_names[i], disk_limit_names[i]);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+/* iops=N, bps=SIZE, their -rd/-wr and -burst forms: 1 if key is none of
+ * them. Byte values take the K, M, G suffixes of sizes. */
+static int disk_limit_item(struct parse_ctx *c, const char *key,
+			   const char *value, struct disk_limits *l)
+{
+	for (unsigned int i = 0; i < LIM_N; i++) {
+		bool burst = !strcmp(key, disk_limit_burst_names[i]);
+		bool bytes = i >= LIM_BPS;
+		uint64_t v;
+
+		if (!burst && strcmp(key, disk_limit_names[i]))
+			continue;
+		if (bytes ? parse_size(value, &v) || v > CONFIG_LIMIT_MAX :
+			    parse_uint(value, 0, CONFIG_LIMIT_MAX, &v))
+			return bad(c, bytes ?
+				   "--disk: %s=%s is not a size from 0 to 10^15 bytes (per second; K, M, G suffixes)" :
+				   "--disk: %s=%s is not a number from 0 to 10^15", key, value);
+		*(burst ? &l->burst[i] : &l->rate[i]) = v;
+		return 0;
+	}
+	return 1;
+}
+
 static int disk_item(const char *key, const char *value, void *opaque)
 {
 	struct parse_ctx *c = opaque;
 	struct disk_cfg *d = c->out;
 	uint64_t v;
+	int ret;
 
 	if (!strcmp(key, "path") || !strcmp(key, "file")) {
 		if (!value || !*value)
@@ -152,6 +213,9 @@ static int disk_item(const char *key, const char *value, void *opaque)
 		d->lun = v;
 		return 0;
 	}
+	ret = disk_limit_item(c, key, value, &d->limits);
+	if (ret <= 0)
+		return ret;
 	return bad(c, "--disk: unknown option '%s'%s (see iovm run --help)", key, NULL);
 }
 
@@ -159,6 +223,7 @@ static int parse_disk(const char *arg, struct disk_cfg *out, char *err,
 		      size_t errlen)
 {
 	struct parse_ctx c = { out, err, errlen };
+	char msg[160];
 	int ret;
 
 	memset(out, 0, sizeof(*out));
@@ -201,6 +266,10 @@ static int parse_disk(const char *arg, struct disk_cfg *out, char *err,
 	}
 	if (out->iface == DISK_IF_LSI && out->lun) {
 		snprintf(err, errlen, "--disk: if=lsi disks support lun=0 only");
+		return -EINVAL;
+	}
+	if (disk_limits_check(&out->limits, msg, sizeof(msg))) {
+		snprintf(err, errlen, "--disk: %s", msg);
 		return -EINVAL;
 	}
 	return 0;

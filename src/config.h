@@ -13,6 +13,39 @@
 enum disk_if { DISK_IF_VIRTIO_BLK, DISK_IF_VIRTIO_SCSI, DISK_IF_LSI };
 enum cache_mode { CACHE_NONE, CACHE_WRITEBACK };
 
+/* A disk's I/O limits (--disk iops=N,...; the control socket's set-limits):
+ * token buckets of block/throttle.h. Each limit is a rate (operations or
+ * bytes per second; 0: none) with a burst (the bucket's size in the same
+ * unit; 0: the default, a tenth of a second of the rate, at least 1). A
+ * total limit and its -rd/-wr ones may be set together: a request then
+ * needs tokens from each. */
+enum disk_limit {
+	LIM_IOPS, LIM_IOPS_RD, LIM_IOPS_WR,
+	LIM_BPS, LIM_BPS_RD, LIM_BPS_WR,
+	LIM_N
+};
+
+struct disk_limits {
+	uint64_t rate[LIM_N];
+	uint64_t burst[LIM_N];
+};
+
+/* The largest rate or burst (10^15 operations or bytes): the buckets'
+ * arithmetic cannot overflow below it. */
+#define CONFIG_LIMIT_MAX 1000000000000000ull
+
+/* "iops", "iops-rd", ..., "bps-wr", and "iops-burst", ..., "bps-wr-burst":
+ * the option and API names, indexed by enum disk_limit. */
+extern const char *const disk_limit_names[LIM_N];
+extern const char *const disk_limit_burst_names[LIM_N];
+
+/* Whether l is usable: every value within CONFIG_LIMIT_MAX and no burst
+ * without its rate. 0, or -EINVAL with a one-line message in err. */
+int disk_limits_check(const struct disk_limits *l, char *err, size_t errlen);
+
+/* Whether any limit is set. */
+bool disk_limits_any(const struct disk_limits *l);
+
 struct disk_cfg {
 	const char *path;
 	enum disk_if iface;
@@ -34,6 +67,7 @@ struct disk_cfg {
 	unsigned int timeout_s;	/* timeout=: NBD: how long requests wait for
 				 * a lost server before they fail */
 	bool timeout_set;
+	struct disk_limits limits;	/* iops=, bps=, ...: none by default */
 };
 
 /* NBD's timeout= default (seconds): long enough for a server restart,

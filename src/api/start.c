@@ -3,7 +3,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/limits.h"
 #include "api/start.h"
+#include "api/stats.h"
 
 int api_start(struct api_objects *o, const char *path, struct api_server **out,
 	      char *err, size_t errlen)
@@ -18,6 +20,10 @@ int api_start(struct api_objects *o, const char *path, struct api_server **out,
 	/* One line per part of the API, each registering its commands:
 	 * if (!ret) ret = api_add_PART(s, o); */
 	ret = api_add_core(s, o);
+	if (!ret)
+		ret = api_add_stats(s, o);
+	if (!ret)
+		ret = api_add_limits(s, o);
 	if (!ret)
 		ret = api_add_resize(s, o);
 	if (ret) {

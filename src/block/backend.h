@@ -14,6 +14,8 @@
 #include "config.h"
 
 struct blk_driver;
+struct blk_stats;
+struct blk_thr;
 
 struct blk_backend {
 	int fd;
@@ -47,6 +49,13 @@ struct blk_backend {
 	 * nothing of the file's (locks, fadvise, SEEK_DATA). */
 	const struct blk_driver *drv;
 	void *priv;		/* the driver's */
+	/* Its I/O statistics (block/stats.h), made by blk_open; NULL: not
+	 * counted (a backend not opened by blk_open, or too many disks). */
+	struct blk_stats *stats;
+	/* I/O limits (block/throttle.h): NULL until the disk first has
+	 * some (--disk iops=..., blk_set_limits), then kept until
+	 * blk_close; the queues read it with an acquire load. */
+	struct blk_thr *thr;
 };
 
 /* Whether be is a local file or block device (fd usable). */
@@ -75,6 +84,34 @@ static inline const char *blk_name(const struct blk_backend *be)
 int blk_open(struct blk_backend *be, const struct disk_cfg *cfg, char *err,
 	     size_t errlen);
 void blk_close(struct blk_backend *be);
+
+/* I/O limits (struct disk_limits in config.h; token buckets shared by
+ * every queue of the disk). A request that finds no tokens is held in its
+ * queue, in order behind any held before it on that queue (a FLUSH too,
+ * though it takes none), still counted by blkq_inflight, until the queue
+ * thread's own io_uring timer says the tokens are there: nothing sleeps,
+ * and a queue waiting for one disk's tokens serves its other disks.
+ * READ draws one operation and its bytes from the total and -rd buckets;
+ * WRITE, WRITE_ZEROES and ZERO_UNMAP one operation and their bytes from
+ * the total and -wr ones; DISCARD one write operation and no bytes (it
+ * moves no data); FLUSH nothing; blkq_copy (the host's own copy) is not
+ * limited. blkq_abort fails held requests with its error, blkq_destroy
+ * with -ECANCELED: they never reached the kernel.
+ *
+ * blk_set_limits (any thread; l checked by disk_limits_check) applies at
+ * once: every queue holding requests of be is woken to look again. 0 or
+ * -ENOMEM. blk_get_limits gives the limits as set (a burst of 0: the
+ * default, throttle_cap) and how many requests are held now. Disks
+ * opened with cfg->limits start with them. The queues that used be are
+ * destroyed before blk_close. */
+int blk_set_limits(struct blk_backend *be, const struct disk_limits *l);
+void blk_get_limits(struct blk_backend *be, struct disk_limits *l,
+		    unsigned int *held);
+
+/* Tests only: the clock of the limits (nanoseconds, monotonic) instead of
+ * CLOCK_MONOTONIC, so that a test decides when tokens are there. NULL in
+ * production. */
+extern uint64_t (*blk_thr_test_now)(void);
 
 /* Writes back everything completed on be so far (fdatasync; nothing for a
  * read-only disk), synchronously: for shutdown and a vhost-user client's
@@ -141,6 +178,10 @@ struct blk_queue;
 /* depth: most requests in flight at once (the caller's pool size). */
 struct blk_queue *blkq_create(unsigned int depth);
 void blkq_destroy(struct blk_queue *q);
+/* The device's index of the queue (its virtqueue), under which its
+ * requests are counted in the disks' statistics (block/stats.h); 0 until
+ * set. Before the queue's first request. */
+void blkq_set_index(struct blk_queue *q, unsigned int index);
 
 /* An eventfd that becomes readable when completions are ready, for the
  * owner's event loop. */
@@ -156,6 +197,14 @@ int blkq_event_fd(struct blk_queue *q);
 int blkq_rw(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	    const struct iovec *iov, unsigned int iovcnt, uint64_t offset,
 	    blk_done_fn done, void *tag);
+/* As blkq_rw, for nreq device requests that the caller merged into one
+ * I/O (virtio-blk's sequential groups): the statistics count nreq
+ * operations of that latency, nreq - 1 of them merged, and the bytes of
+ * the whole. */
+int blkq_rw_merged(struct blk_queue *q, struct blk_backend *be,
+		   enum blk_op op, const struct iovec *iov,
+		   unsigned int iovcnt, uint64_t offset, unsigned int nreq,
+		   blk_done_fn done, void *tag);
 int blkq_flush(struct blk_queue *q, struct blk_backend *be, blk_done_fn done,
 	       void *tag);
 /* DISCARD, WRITE_ZEROES, ZERO_UNMAP: nothing of them runs on the calling
@@ -266,6 +315,13 @@ bool blkq_ready(struct blk_queue *q);
 
 /* Requests queued or in flight. */
 unsigned int blkq_inflight(const struct blk_queue *q);
+
+/* From now on q's requests pass the limits at once, and those it holds
+ * are sent now (by the caller's next blkq_submit or blocking reap): for a
+ * queue being stopped, whose drain must not wait for the limits' pace
+ * (QEMU lifts throttling while it drains too). Other queues of the disk
+ * keep to the limits. */
+void blkq_unthrottle(struct blk_queue *q);
 
 /* The queue's io_uring failed (blkq_reap or blkq_wait returned an error
  * the caller cannot wait out): completes every request still in flight,

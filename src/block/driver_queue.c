@@ -107,7 +107,7 @@ static struct blk_att *att_get(struct blk_queue *q, struct blk_backend *be,
 
 int drvq_start(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	       const struct iovec *iov, unsigned int iovcnt, uint64_t offset,
-	       uint64_t len, blk_done_fn done, void *tag)
+	       uint64_t len, unsigned int nreq, blk_done_fn done, void *tag)
 {
 	struct blk_att *att;
 	struct blk_slot *s;
@@ -119,6 +119,7 @@ int drvq_start(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	s = queue_slot_start(q, op, be, offset, len, done, tag);
 	if (!s)
 		return -EAGAIN;
+	s->nreq = nreq;
 	s->drv = true;
 	s->orphan = false;
 	s->dreq = (struct blk_dreq){ .op = op, .iov = iov, .iovcnt = iovcnt,

@@ -155,6 +155,20 @@ static uint32_t dio_alignment(int fd, uint32_t block_size)
 	return block_size;
 }
 
+/* The disk is open: the limits its --disk gave. */
+static int open_limits(struct blk_backend *be, const struct disk_cfg *cfg,
+		       char *err, size_t errlen)
+{
+	int ret = thr_disk_open(be, &cfg->limits);
+
+	if (ret) {
+		snprintf(err, errlen, "%s: I/O limits: %s", cfg->path,
+			 strerror(-ret));
+		blk_close(be);
+	}
+	return ret;
+}
+
 int blk_open(struct blk_backend *be, const struct disk_cfg *cfg, char *err,
 	     size_t errlen)
 {
@@ -178,8 +192,10 @@ int blk_open(struct blk_backend *be, const struct disk_cfg *cfg, char *err,
 		if (ret) {
 			memset(be, 0, sizeof(*be));
 			be->fd = be->fd_buffered = -1;
+			return ret;
 		}
-		return ret;
+		be->stats = blk_stats_new();
+		return open_limits(be, cfg, err, errlen);
 	}
 	be->ro = cfg->ro;
 	be->discard_zeroes = true;
@@ -259,7 +275,8 @@ int blk_open(struct blk_backend *be, const struct disk_cfg *cfg, char *err,
 	snprintf(be->serial, sizeof(be->serial), "iovm%08llx%08llx",
 		 (unsigned long long)(st.st_ino & 0xffffffffu),
 		 (unsigned long long)(st.st_dev & 0xffffffffu));
-	return 0;
+	be->stats = blk_stats_new();
+	return open_limits(be, cfg, err, errlen);
 
 fail_errno:
 	snprintf(err, errlen, "%s: %s", cfg->path, strerror(-ret));
@@ -270,6 +287,7 @@ fail:
 
 void blk_close(struct blk_backend *be)
 {
+	thr_disk_close(be);
 	if (be->drv) {
 		be->drv->close(be);
 		be->drv = NULL;
@@ -282,6 +300,9 @@ void blk_close(struct blk_backend *be)
 	be->fd = be->fd_buffered = -1;
 	free(be->path);
 	be->path = NULL;
+	/* Queues that still hold records of it keep its statistics alive. */
+	blk_stats_put(be->stats);
+	be->stats = NULL;
 }
 
 int blk_flush(struct blk_backend *be)
@@ -360,16 +381,26 @@ void blkq_destroy(struct blk_queue *q)
 	/* Nothing may complete into freed memory: callers drain first, but
 	 * wait here too rather than leave the kernel writing to a freed
 	 * slot. */
+	thr_fail(q, -ECANCELED);	/* held: they never reached the kernel */
 	while (q->used)	/* polls are cancelled with the ring */
 		if (blkq_reap(q, true) < 0)
 			break;
 	drvq_detach_all(q);
 	helper_stop(&q->helper);
 	io_uring_queue_exit(&q->ring);
+	for (unsigned int i = 0; i < BLK_STATS_MAX_DISKS; i++)
+		if (q->st[i])
+			blk_qstats_retire(q->st[i]);
+	thr_queue_free(q);
 	if (q->efd >= 0)
 		close(q->efd);
 	free(q->slots);
 	free(q);
+}
+
+void blkq_set_index(struct blk_queue *q, unsigned int index)
+{
+	q->index = index;
 }
 
 int blkq_event_fd(struct blk_queue *q)
@@ -441,6 +472,59 @@ static struct blk_slot *slot_get(struct blk_queue *q)
 	return s;
 }
 
+/* The request's statistics record (block/stats.h): two loads when the
+ * queue has sent this disk a request before, an allocation the first
+ * time. One vDSO clock read. */
+static inline void stats_start(struct blk_queue *q, struct blk_slot *s)
+{
+	struct blk_stats *d = s->be->stats;
+	struct blk_qstats *r = NULL;
+
+	if (d) {
+		r = q->st[d->id];
+		if (__builtin_expect(!r, 0))
+			r = blk_qstats_attach(&q->st[d->id], d, q->index);
+	}
+	s->st = r;
+	s->nreq = 1;
+	if (r) {
+		s->t0 = mono_ns();
+		blk_qstats_start(r);
+	}
+}
+
+/* Which kind a request counts as; BLK_STAT_KINDS: none (copies). */
+static inline unsigned int stats_kind(int op)
+{
+	switch (op) {
+	case BLK_OP_READ: return BLK_STAT_READ;
+	case BLK_OP_WRITE: return BLK_STAT_WRITE;
+	case BLK_OP_FLUSH: return BLK_STAT_FLUSH;
+	case BLK_OP_DISCARD: return BLK_STAT_DISCARD;
+	case BLK_OP_WRITE_ZEROES:
+	case BLK_OP_ZERO_UNMAP: return BLK_STAT_WRITE_ZEROES;
+	default: return BLK_STAT_KINDS;
+	}
+}
+
+/* s completes with res: counted in its record. The clock is read once
+ * per reap pass, for every completion the pass takes. */
+static void stats_done(struct blk_queue *q, struct blk_slot *s, int res)
+{
+	unsigned int k = stats_kind(s->op);
+	uint64_t now = q->now;
+
+	if (k == BLK_STAT_KINDS)
+		return;
+	if (!now) {
+		now = mono_ns();
+		if (q->reaping)
+			q->now = now;
+	}
+	blk_qstats_done(s->st, k, s->nreq, s->len, res,
+			now > s->t0 ? now - s->t0 : 0);
+}
+
 struct blk_slot *queue_slot_start(struct blk_queue *q, enum blk_op op,
 				  struct blk_backend *be, uint64_t offset,
 				  uint64_t len, blk_done_fn done, void *tag)
@@ -455,11 +539,16 @@ struct blk_slot *queue_slot_start(struct blk_queue *q, enum blk_op op,
 	s->len = len;
 	s->done = done;
 	s->tag = tag;
+	stats_start(q, s);
 	return s;
 }
 
 void queue_slot_put(struct blk_queue *q, struct blk_slot *s)
 {
+	if (s->st) {
+		blk_qstats_drop(s->st);
+		s->st = NULL;
+	}
 	s->busy = false;
 	s->next = q->free;
 	q->free = s;
@@ -616,6 +705,14 @@ int blkq_rw(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	    const struct iovec *iov, unsigned int iovcnt, uint64_t offset,
 	    blk_done_fn done, void *tag)
 {
+	return blkq_rw_merged(q, be, op, iov, iovcnt, offset, 1, done, tag);
+}
+
+int blkq_rw_merged(struct blk_queue *q, struct blk_backend *be,
+		   enum blk_op op, const struct iovec *iov,
+		   unsigned int iovcnt, uint64_t offset, unsigned int nreq,
+		   blk_done_fn done, void *tag)
+{
 	struct blk_slot *s;
 	uint64_t len = 0;
 	int ret;
@@ -637,11 +734,18 @@ int blkq_rw(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	 * much per call anyway. */
 	if (!blk_range_ok(be, offset, len) || len > BLK_MAX_RW)
 		return -EINVAL;
+	if (thr_gated(q, be)) {
+		ret = thr_gate(q, be, op, iov, iovcnt, offset, len, nreq, done, tag);
+		if (ret <= 0)
+			return ret;
+	}
 	if (be->drv)
-		return drvq_start(q, be, op, iov, iovcnt, offset, len, done, tag);
+		return drvq_start(q, be, op, iov, iovcnt, offset, len, nreq,
+				  done, tag);
 	s = queue_slot_start(q, op, be, offset, len, done, tag);
 	if (!s)
 		return -EAGAIN;
+	s->nreq = nreq;
 	s->iov = iov;
 	s->iovcnt = iovcnt;
 	s->buffered = be->direct && !dio_aligned(be, iov, iovcnt, offset);
@@ -664,16 +768,20 @@ int blkq_flush(struct blk_queue *q, struct blk_backend *be, blk_done_fn done,
 {
 	struct blk_slot *s;
 	struct io_uring_sqe *sqe;
+	int ret;
 
+	if (!q->dead && thr_gated(q, be)) {
+		ret = thr_gate(q, be, BLK_OP_FLUSH, NULL, 0, 0, 0, 1, done, tag);
+		if (ret <= 0)
+			return ret;
+	}
 	if (be->drv && !be->ro && !q->dead)
-		return drvq_start(q, be, BLK_OP_FLUSH, NULL, 0, 0, 0, done, tag);
-	s = q->dead ? NULL : slot_get(q);
+		return drvq_start(q, be, BLK_OP_FLUSH, NULL, 0, 0, 0, 1, done,
+				  tag);
+	s = q->dead ? NULL : queue_slot_start(q, BLK_OP_FLUSH, be, 0, 0, done,
+					      tag);
 	if (!s)
 		return q->dead ? -EIO : -EAGAIN;
-	s->op = BLK_OP_FLUSH;
-	s->be = be;
-	s->done = done;
-	s->tag = tag;
 	if (be->ro) {
 		/* Nothing of ours to write back. */
 		queue_defer(q, s, 0);
@@ -916,8 +1024,14 @@ int blkq_discard(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 		return -EROFS;
 	if (!blk_range_ok(be, offset, len))
 		return -EINVAL;
+	if (thr_gated(q, be)) {
+		ret = thr_gate(q, be, op, NULL, 0, offset, len, 1, done, tag);
+		if (ret <= 0)
+			return ret;
+	}
 	if (be->drv)
-		return drvq_start(q, be, op, NULL, 0, offset, len, done, tag);
+		return drvq_start(q, be, op, NULL, 0, offset, len, 1, done,
+				  tag);
 	s = queue_slot_start(q, op, be, offset, len, done, tag);
 	if (!s)
 		return -EAGAIN;
@@ -988,6 +1102,8 @@ int blkq_submit(struct blk_queue *q)
 		return -EIO;
 	helper_arm(q);	/* if the ring was full when it was due */
 	drvq_arm_mailbox(q);
+	if (q->thr)
+		thr_arm(q);
 	if (!q->unsubmitted)
 		return 0;
 	ret = ring_submit(q);
@@ -1072,6 +1188,8 @@ void queue_finish(struct blk_queue *q, struct blk_slot *s, int res)
 	blk_done_fn done = s->done;
 	void *tag = s->tag;
 
+	if (s->st)
+		stats_done(q, s, res);
 	/* The slot is free before the callback runs: it may queue more. */
 	queue_slot_put(q, s);
 	done(tag, res);
@@ -1082,6 +1200,8 @@ static int reap_ready(struct blk_queue *q)
 	struct io_uring_cqe *cqe;
 	int n = 0;
 
+	q->now = 0;
+	q->reaping = true;
 	while (q->deferred) {
 		struct blk_slot *s = q->deferred;
 
@@ -1125,10 +1245,16 @@ static int reap_ready(struct blk_queue *q)
 			drvq_reap_mailbox(q);
 			continue;
 		}
+		if (s->op == SLOT_THR) {
+			thr_event(q, s, res);
+			continue;
+		}
 		if (complete(q, s, res, &res))
 			continue;
 		queue_finish(q, s, res);
 	}
+	q->reaping = false;
+	q->now = 0;
 	return n;
 }
 
@@ -1188,6 +1314,8 @@ int blkq_wait(struct blk_queue *q)
 		return 0;
 	helper_arm(q);
 	drvq_arm_mailbox(q);
+	if (q->thr)
+		thr_arm(q);
 	while (!io_uring_cq_ready(&q->ring) &&
 	       (q->used || q->polls_used || q->dwatches)) {
 		int ret = ring_submit_wait(q);
@@ -1250,6 +1378,8 @@ void blkq_abort(struct blk_queue *q, int err)
 	q->dead = true;
 	/* What is done already is reported as it came out. */
 	reap_ready(q);
+	/* Held by the limits: they never reached the kernel. */
+	thr_fail(q, err);
 	/* The kernel may still own requests (and write into their buffers):
 	 * ask it to cancel them all and take its answers while the ring
 	 * gives them. */
@@ -1290,6 +1420,11 @@ void blkq_abort(struct blk_queue *q, int err)
 			/* Its driver still owns it: answered now, the slot
 			 * kept until the driver lets go (blkq_destroy). */
 			s->orphan = true;
+			if (s->st) {
+				stats_done(q, s, err);
+				blk_qstats_drop(s->st);
+				s->st = NULL;
+			}
 			s->done(s->tag, err);
 			continue;
 		}

@@ -93,6 +93,8 @@ struct nbd_conn {
 	struct blk_queue *cur;		/* the queue whose thread holds lock */
 	uint64_t gen;			/* handles made: fd numbers are reused */
 	uint64_t replies;		/* commands whose reply came, all time */
+	uint64_t reads;			/* libnbd calls that may have read the
+					 * socket (see readable_now) */
 	unsigned int users;		/* contexts attached (atomic) */
 	struct nbd_bounce *bounce_free;	/* gather buffers not in use */
 	unsigned int bounces;		/* gather buffers made */
@@ -120,6 +122,7 @@ struct nbd_ctx {
 	struct nbd_conn *c;
 	unsigned int owned;
 	uint64_t watch_gen;	/* c->gen when its watches were armed */
+	uint64_t watch_reads;	/* c->reads when its read watch was armed */
 };
 
 static struct nbd_conn *conn_of(const struct blk_dreq *r)
@@ -344,6 +347,7 @@ static int flush_within(struct nbd_conn *c)
 		if (now >= until)
 			break;
 		ms = (until - now + 999999) / 1000000;
+		c->reads++;
 		if (nbd_poll(c->h, ms > INT32_MAX ? INT32_MAX : (int)ms) < 0)
 			return libnbd_err();
 	}
@@ -654,6 +658,7 @@ static void send_req(struct nbd_conn *c, struct blk_dreq *r)
 	struct send_ctx s = { c, r };
 	int ret, none = 0;
 
+	c->reads++;	/* (sending should not read; counted to be sure) */
 	r->drv[R_LEFT] = 1;	/* held until all are sent */
 	r->drv[R_ERR] = 0;
 	r->drv[R_LOST] = 0;
@@ -682,6 +687,7 @@ static void cut(struct nbd_conn *c)
 
 	if (fd >= 0)
 		shutdown(fd, SHUT_RDWR);
+	c->reads++;
 	nbd_aio_notify_read(c->h);
 	if (live(c->h))	/* a state that was not reading: it writes */
 		nbd_aio_notify_write(c->h);
@@ -750,6 +756,7 @@ static bool try_connect(struct nbd_conn *c, uint64_t now)
 		return false;
 	c->h = new_handle();
 	c->gen++;
+	c->reads++;
 	if (c->h && nbd_aio_connect_uri(c->h, c->disk->uri) == 0) {
 		nbd_rc_attempt(&c->rc, now);
 		return true;
@@ -906,8 +913,10 @@ static void arm(struct blk_att *att, struct nbd_conn *c)
 		}
 		x->watch_gen = c->gen;
 
-		if (!blkq_armed(att, W_READ))
+		if (!blkq_armed(att, W_READ)) {
+			x->watch_reads = c->reads;
 			blkq_watch(att, W_READ, fd, POLLIN);
+		}
 		if ((dir & LIBNBD_AIO_DIRECTION_WRITE) && !blkq_armed(att, W_WRITE))
 			blkq_watch(att, W_WRITE, fd, POLLOUT);
 	}
@@ -951,7 +960,7 @@ static int nbd_submit(struct blk_att *att, struct blk_dreq *r)
 		 * reconnect: the requests that keep failing do, without
 		 * blocking (a few steps of the handshake each). */
 		for (int i = 0; i < 16 && nbd_aio_is_connecting(c->h) &&
-				nbd_poll(c->h, 0) > 0; i++)
+				(c->reads++, nbd_poll(c->h, 0) > 0); i++)
 			;
 		service(c);
 	}
@@ -982,11 +991,18 @@ static int nbd_submit(struct blk_att *att, struct blk_dreq *r)
  * a watch armed during the handshake fires for data that libnbd read by
  * itself when it read the next reply straight after sending an option
  * (seen: netdisk-tcg nbd-restart hung, one request on the wire, about one
- * run in five). One poll of the socket per wakeup, under the lock. */
-static bool readable_now(struct nbd_conn *c)
+ * run in five). One poll of the socket per wakeup, under the lock, unless
+ * nothing has run libnbd's state machine since the watch was armed. */
+static bool readable_now(struct nbd_conn *c, const struct nbd_ctx *x, int res)
 {
 	struct pollfd p = { .fd = nbd_aio_get_fd(c->h), .events = POLLIN };
 
+	/* Nothing has let libnbd near the socket since this watch was armed
+	 * (c->reads counts every call that runs its state machine), so what
+	 * the watch saw is still there: no poll. The common case at low
+	 * depth, where it saves a system call per reply. */
+	if ((res & (POLLIN | POLLHUP | POLLERR)) && c->reads == x->watch_reads)
+		return true;
 	return p.fd >= 0 && poll(&p, 1, 0) > 0;
 }
 
@@ -1006,9 +1022,12 @@ static void nbd_event(struct blk_att *att, unsigned int idx, int res)
 			pr_warn_rated("%s: NBD socket watch failed: %s", c->disk->uri,
 				      strerror(-res));
 	} else if (c->h && idx == W_READ) {
-		if (readable_now(c))
+		if (readable_now(c, x, res)) {
+			c->reads++;
 			nbd_aio_notify_read(c->h);	/* -1: service() sees it */
+		}
 	} else if (c->h && idx == W_WRITE) {
+		c->reads++;
 		nbd_aio_notify_write(c->h);
 	}
 	service(c);
@@ -1043,8 +1062,10 @@ static void nbd_detach(struct blk_att *att)
 	}
 	c->pending_tail = last ? &last->next : &c->pending;
 	while (__atomic_load_n(&x->owned, __ATOMIC_ACQUIRE) && live(c->h) &&
-	       mono_ns() < until)
+	       mono_ns() < until) {
+		c->reads++;
 		nbd_poll(c->h, 100);
+	}
 	if (__atomic_load_n(&x->owned, __ATOMIC_ACQUIRE)) {
 		/* a server that will not answer: cutting the connection
 		 * retires its commands (they come back as lost, to pending;

@@ -13,6 +13,7 @@
 
 #include "block/backend.h"
 #include "block/driver.h"
+#include "block/stats.h"
 
 /* Watches of blkq_poll in flight at once. */
 #define BLKQ_POLLS 8
@@ -24,7 +25,7 @@
 /* What a slot is when it is not a request (enum blk_op): the ring's
  * completions carry slots, and reap_ready dispatches on op. */
 enum { SLOT_POLL = 100, SLOT_ZCHUNK, SLOT_HELPER, SLOT_COPY, SLOT_DWATCH,
-       SLOT_MAILBOX };
+       SLOT_MAILBOX, SLOT_THR };
 
 struct blk_slot {
 	int op;			/* enum blk_op or SLOT_* */
@@ -66,6 +67,12 @@ struct blk_slot {
 	struct blk_att *att;
 	unsigned int widx;
 	struct __kernel_timespec ts;
+	/* Statistics (block/stats.h): the record the request counts in
+	 * (NULL: not counted), when it started, and how many device
+	 * requests it carries (a merged group: blkq_rw_merged). */
+	struct blk_qstats *st;
+	uint64_t t0;
+	unsigned int nreq;
 };
 
 /* Slots finished on other threads (the helper's results, the network
@@ -130,6 +137,20 @@ struct blk_queue {
 	unsigned int dwatches;
 	bool closing;		/* blkq_destroy: watch events are dropped */
 	struct blk_inbox mailbox;
+	/* Statistics: the device's queue index (blkq_set_index); the time a
+	 * reap pass read once for all its completions (0: not read yet, or
+	 * not in a pass); this queue's record of each disk, by the disk's
+	 * id (block/stats.h), made on the disk's first request here. */
+	unsigned int index;
+	bool reaping;
+	uint64_t now;
+	struct blk_qstats *st[BLK_STATS_MAX_DISKS];
+	/* I/O limits (queue_throttle.c): NULL until a request of a disk
+	 * with limits comes; thr_passing while a held request goes through
+	 * blkq_* again, its tokens taken. */
+	struct thr_queue *thr;
+	bool thr_passing;
+	bool thr_off;		/* blkq_unthrottle */
 };
 
 /* file.c: the queue core. */
@@ -178,10 +199,11 @@ void blk_test_arrived(void);
 
 /* driver_queue.c: network drivers under the queue (block/driver.h). */
 void drvq_init(struct blk_queue *q);
-/* Hands an operation on a network backend to its driver. */
+/* Hands an operation on a network backend to its driver (nreq: the device
+ * requests it carries, for the statistics). */
 int drvq_start(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
 	       const struct iovec *iov, unsigned int iovcnt, uint64_t offset,
-	       uint64_t len, blk_done_fn done, void *tag);
+	       uint64_t len, unsigned int nreq, blk_done_fn done, void *tag);
 /* Puts the mailbox's watch in the ring while requests are out (again after
  * a full ring: blkq_submit and blkq_wait call it). */
 int drvq_arm_mailbox(struct blk_queue *q);
@@ -190,6 +212,33 @@ void drvq_reap_mailbox(struct blk_queue *q);
 void drvq_watch_done(struct blk_queue *q, struct blk_slot *w, int res);
 /* blkq_destroy: the drivers let go, the contexts go away. */
 void drvq_detach_all(struct blk_queue *q);
+
+/* queue_throttle.c: I/O limits (backend.h: blk_set_limits). */
+/* Whether a request on be must pass the limits' gate: one load and a
+ * predictable branch for a disk that never had limits. */
+static inline bool thr_gated(const struct blk_queue *q,
+			     const struct blk_backend *be)
+{
+	return __builtin_expect(__atomic_load_n(&be->thr, __ATOMIC_ACQUIRE) != NULL, 0) &&
+	       !q->thr_passing && !q->thr_off;
+}
+/* The gate: 1 when the request goes on now (its tokens taken), 0 when it
+ * is held (its done comes later, from blkq_reap), or -errno. */
+int thr_gate(struct blk_queue *q, struct blk_backend *be, enum blk_op op,
+	     const struct iovec *iov, unsigned int iovcnt, uint64_t offset,
+	     uint64_t len, unsigned int nreq, blk_done_fn done, void *tag);
+/* Puts the timer and the wakeup watch in the ring when due (again after a
+ * full ring: blkq_submit and blkq_wait call it). */
+void thr_arm(struct blk_queue *q);
+/* A SLOT_THR completion: the timer or the wakeup. */
+void thr_event(struct blk_queue *q, struct blk_slot *s, int res);
+/* blkq_abort, blkq_destroy: every held request finishes with err. */
+void thr_fail(struct blk_queue *q, int err);
+/* blkq_destroy, after the ring is gone: the queue's state is freed. */
+void thr_queue_free(struct blk_queue *q);
+/* blk_open, blk_close: the disk's limits. */
+int thr_disk_open(struct blk_backend *be, const struct disk_limits *l);
+void thr_disk_close(struct blk_backend *be);
 
 /* file_helper.c: the helper thread (block-device discards, copies). */
 void helper_init(struct blk_helper *h);

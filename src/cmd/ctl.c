@@ -15,6 +15,7 @@
 #include <json-c/json.h>
 
 #include "cmd/commands.h"
+#include "cmd/ctl_stats.h"
 #include "lib/kvopt.h"
 #include "lib/sock.h"
 
@@ -190,6 +191,63 @@ static int print_commands(struct json_object *ret)
 	return print_table(ret, cols, sizeof(cols) / sizeof(cols[0]));
 }
 
+/* Whether v is a limit of 0 (none), then printed as "-". */
+static bool fmt_no_limit(struct json_object *v, char *buf, size_t len)
+{
+	if (!v || !json_object_is_type(v, json_type_int) || json_object_get_uint64(v))
+		return false;
+	snprintf(buf, len, "-");
+	return true;
+}
+
+static void fmt_limit(struct json_object *v, char *buf, size_t len)
+{
+	if (!fmt_no_limit(v, buf, len))
+		fmt_plain(v, buf, len);
+}
+
+/* A bytes limit: binary units. */
+static void fmt_limit_size(struct json_object *v, char *buf, size_t len)
+{
+	if (!fmt_no_limit(v, buf, len))
+		fmt_size(v, buf, len);
+}
+
+/* query-limits (every disk) and set-limits (the one it changed): a row
+ * per disk, each rate beside its burst. */
+static int print_limits(struct json_object *ret)
+{
+	static const struct ctl_col cols[] = {
+		{ "disk", "DISK", fmt_plain },
+		{ "iops", "IOPS", fmt_limit },
+		{ "iops-burst", "BURST", fmt_limit },
+		{ "iops-rd", "IOPS-RD", fmt_limit },
+		{ "iops-rd-burst", "BURST", fmt_limit },
+		{ "iops-wr", "IOPS-WR", fmt_limit },
+		{ "iops-wr-burst", "BURST", fmt_limit },
+		{ "bps", "BPS", fmt_limit_size },
+		{ "bps-burst", "BURST", fmt_limit_size },
+		{ "bps-rd", "BPS-RD", fmt_limit_size },
+		{ "bps-rd-burst", "BURST", fmt_limit_size },
+		{ "bps-wr", "BPS-WR", fmt_limit_size },
+		{ "bps-wr-burst", "BURST", fmt_limit_size },
+		{ "held", "HELD", fmt_plain },
+	};
+	struct json_object *rows = ret;
+	int r;
+
+	if (json_object_is_type(ret, json_type_object)) {
+		rows = json_object_new_array();
+		if (!rows)
+			return -1;
+		json_object_array_add(rows, json_object_get(ret));
+	}
+	r = print_table(rows, cols, sizeof(cols) / sizeof(cols[0]));
+	if (rows != ret)
+		json_object_put(rows);
+	return r;
+}
+
 /* The commands with a short name and a printer of their own; any other
  * name is sent as given and its reply printed as key: value lines. One
  * entry per command: {alias, command, printer, what it shows}. */
@@ -212,6 +270,10 @@ static const struct ctl_cmd {
 	  "finish in-flight I/O, flush, exit (as SIGTERM; iovm run exits 0)" },
 	{ "pause", "pause", print_kv, "stop the vCPUs (iovm run only)" },
 	{ "resume", "resume", print_kv, "let the vCPUs run again (iovm run only)" },
+	{ "limits", "query-limits", print_limits,
+	  "a table of the disks' I/O limits, each with its burst (- for none), and the requests they hold now" },
+	{ "set-limits", "set-limits", print_limits,
+	  "disk=NAME and any of iops=N iops-rd=N iops-wr=N bps=N bps-rd=N bps-wr=N and their -burst=N: change a disk's I/O limits (0 removes one; bytes as plain integers)" },
 	{ "resize", "resize", print_kv,
 	  "grow a disk: disk=NAME [size=BYTES, 128M, 2G]; no size: what its image has now" },
 };
@@ -242,6 +304,19 @@ static void usage(FILE *f)
 		fprintf(f, "  %-10s %-16s %s\n", ctl_cmds[i].alias, ctl_cmds[i].command,
 			ctl_cmds[i].summary);
 	fprintf(f,
+"  stats      query-stats      an iostat -x-like table: per disk (all queues,\n"
+"                              then each queue) reads, writes, MB, average and\n"
+"                              p99 latency (ms) of reads, writes, flushes, and\n"
+"                              requests in flight; per share its 9P requests,\n"
+"                              errors, MB read and written, fids, open files.\n"
+"                              Once: counts since start. disk=NAME, share=NAME:\n"
+"                              only those. --watch N (0.1 to 86400 s): a table\n"
+"                              every N seconds of the rates over the last N\n"
+"                              seconds (r/s, w/s, rMB/s, wMB/s, f/s; latencies\n"
+"                              and p99 of that interval's requests), until\n"
+"                              interrupted. --json: each reply as a line\n"
+"  metrics    metrics          the statistics in Prometheus text format 0.0.4\n"
+"                              (as --metrics-listen serves them; docs/api.md)\n"
 "\n"
 "Arguments: KEY=VALUE sends an integer if VALUE is one (-12, 4096), true or\n"
 "false as booleans, anything else as a string; KEY:=JSON sends the JSON\n"
@@ -264,6 +339,8 @@ static void usage(FILE *f)
 "  iovm ctl --socket /run/vblk.api disks\n"
 "  iovm ctl --socket /run/vblk.api --json query-status\n"
 "  iovm ctl --socket /run/vm.api pause\n"
+"  iovm ctl --socket /run/vblk.api set-limits disk=disk0 iops=500 iops-burst=2000\n"
+"  iovm ctl --socket /run/vblk.api set-limits disk=disk0 iops=0\n"
 "  iovm ctl --socket /run/vblk.api resize disk=disk0 size=128G\n");
 }
 
@@ -475,6 +552,31 @@ static struct json_object *call(const char *path, const char *command,
 	return reply;
 }
 
+/* ctl_stats.h's ctl_call_fn over call(): ctx is the socket's path. */
+static struct json_object *stats_call(void *ctx, const char *command,
+				      struct json_object *args, char *err,
+				      size_t errlen)
+{
+	struct json_object *none = args ? NULL : json_object_new_object();
+	struct json_object *reply, *ret = NULL, *e;
+	char *line;
+
+	reply = call(ctx, command, args ? args : none, &line);
+	json_object_put(none);
+	if (!reply)
+		snprintf(err, errlen, "no reply from %s", (const char *)ctx);
+	else if (json_object_object_get_ex(reply, "error", &e))
+		snprintf(err, errlen, "%s: %s", json_object_get_string(get(e, "class")),
+			 json_object_get_string(get(e, "desc")));
+	else if (json_object_object_get_ex(reply, "return", &ret))
+		json_object_get(ret);
+	else
+		snprintf(err, errlen, "the reply has no \"return\"");
+	json_object_put(reply);
+	free(line);
+	return ret;
+}
+
 static const struct ctl_cmd *find(const char *name)
 {
 	for (size_t i = 0; i < NCTL; i++)
@@ -558,6 +660,13 @@ int cmd_ctl(int argc, char **argv)
 		return CTL_USAGE;
 	}
 	command = argv[optind++];
+	/* Statistics: tables and rates of their own (cmd/ctl_stats.c). */
+	if (!strcmp(command, "stats"))
+		return ctl_stats_main(argc - optind, argv + optind, json, stats_call,
+				      (void *)path);
+	if (!strcmp(command, "metrics"))
+		return ctl_metrics_main(argc - optind, argv + optind, json,
+					stats_call, (void *)path);
 	cmd = find(command);
 	if (cmd)
 		command = cmd->command;

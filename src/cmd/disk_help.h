@@ -39,4 +39,26 @@
 "  and SCSI's COMPARE AND WRITE and the shared persistent-reservation file\n" \
 "  (pr-state=) are for local images only.\n"
 
+/* The --help text on I/O limits (--disk iops=...), shared likewise. */
+#define LIMITS_HELP                                                            \
+"I/O limits (in --disk; 0 or absent: no limit). Token buckets, as QEMU's\n"  \
+"throttling and Firecracker's rate limiter: requests pass at once while a\n" \
+"bucket holds tokens, then wait in order, on their queue's own timer, for\n" \
+"the rate to refill it; a disk's queues share its buckets.\n"                \
+"  iops=N, iops-rd=N, iops-wr=N\n"                                          \
+"                operations per second: all, reads, writes (discard and\n"  \
+"                write-zeroes count as writes; flushes are never limited)\n" \
+"  bps=SIZE, bps-rd=SIZE, bps-wr=SIZE\n"                                    \
+"                bytes per second (K, M, G suffixes, binary); a discard\n"  \
+"                counts no bytes\n"                                         \
+"  iops-burst=N, iops-rd-burst=N, ..., bps-wr-burst=SIZE\n"                 \
+"                the bucket's size: how much passes at once after an idle\n" \
+"                spell before the rate holds (default: a tenth of a second\n" \
+"                of the rate, at least 1). A request larger than its\n"     \
+"                bucket passes when the bucket is full and later requests\n" \
+"                wait until it is paid for\n"                               \
+"  Values go from 0 to 10^15. A total limit and its -rd/-wr ones may be\n"  \
+"  set together (a request needs tokens from each); a burst needs its\n"    \
+"  rate. The control socket's set-limits changes them while iovm runs.\n"
+
 #endif

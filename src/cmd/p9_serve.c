@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "api/metrics_http.h"
 #include "api/start.h"
 #include "cmd/commands.h"
 #include "config.h"
@@ -36,7 +37,10 @@ static void on_term(int sig)
 	_exit(0);
 }
 
-static int start_api(const char *path, const struct share_cfg *share, struct p9_server *srv,
+/* The control socket (path, or none) and the metrics server (metrics, or
+ * none), over the share; the metrics thread ends with the process. */
+static int start_api(const char *path, const char *metrics,
+		     const struct share_cfg *share, struct p9_server *srv,
 		     struct api_server **api)
 {
 	static struct api_objects objs = { .command = "9p-serve" };
@@ -44,6 +48,12 @@ static int start_api(const char *path, const struct share_cfg *share, struct p9_
 
 	api_add_share(&objs, share, srv);
 	objs.shutdown = api_shutdown_by_sigterm;	/* on_term */
+	if (metrics && !metrics_http_start(metrics, &objs, err, sizeof(err))) {
+		pr_err("%s", err);
+		return -1;
+	}
+	if (!path)
+		return 0;
 	if (api_start(&objs, path, api, err, sizeof(err))) {
 		pr_err("%s", err);
 		return -1;
@@ -121,6 +131,11 @@ static void usage(FILE *f)
 "        query-status, query-shares, shutdown (as SIGTERM) and more\n"
 "        (docs/api.md). Several clients at once; `iovm ctl --socket PATH`\n"
 "        is a client.\n"
+"  --metrics-listen tcp:[HOST:]PORT\n"
+"        Serve the share's statistics in Prometheus text format (0.0.4)\n"
+"        over HTTP, GET /metrics, on HOST (default 127.0.0.1: this host\n"
+"        only; another address is exposed as written) and PORT (0: a free\n"
+"        port, logged); see docs/api.md.\n"
 "  -v, --verbose   log each connection\n"
 "  -q, --quiet     log errors only\n"
 "  -h, --help      show this help\n"
@@ -171,6 +186,7 @@ int cmd_9p_serve(int argc, char **argv)
 		{ "buffer-memory", required_argument, NULL, 'b' },
 		{ "io-timeout", required_argument, NULL, 't' },
 		{ "api-socket", required_argument, NULL, 'A' },
+		{ "metrics-listen", required_argument, NULL, 'M' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -179,7 +195,7 @@ int cmd_9p_serve(int argc, char **argv)
 	struct share_cfg share = { 0 };
 	struct p9_server_cfg cfg = { 0 };
 	struct p9_server *srv;
-	const char *listen_spec = NULL, *api_socket = NULL;
+	const char *listen_spec = NULL, *api_socket = NULL, *metrics_listen = NULL;
 	struct api_server *api = NULL;
 	bool have_share = false;
 	char err[512], desc[300];
@@ -215,6 +231,9 @@ int cmd_9p_serve(int argc, char **argv)
 				return 2;
 			}
 			api_socket = optarg;
+			break;
+		case 'M':
+			metrics_listen = optarg;
 			break;
 		case 'm':
 			if (parse_uint(optarg, 1, P9_SOCK_MAX_CONNS, &v)) {
@@ -310,7 +329,8 @@ int cmd_9p_serve(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGTERM, on_term);
 	signal(SIGINT, on_term);
-	if (api_socket && start_api(api_socket, &share, srv, &api)) {
+	if ((api_socket || metrics_listen) &&
+	    start_api(api_socket, metrics_listen, &share, srv, &api)) {
 		if (unix_path[0])
 			unlink(unix_path);
 		close(lfd);

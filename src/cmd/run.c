@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/metrics_http.h"
 #include "api/start.h"
 #include "arch/x86/boot.h"
 #include "cmd/commands.h"
@@ -88,6 +89,7 @@ int cmd_run(int argc, char **argv)
 	 * thread until api_free. */
 	static struct api_objects objs;
 	struct api_server *api = NULL;
+	struct metrics_http *metrics = NULL;
 	struct run_opts o;
 	struct vm_params p;
 	struct vm *vm = NULL;
@@ -118,8 +120,16 @@ int cmd_run(int argc, char **argv)
 	if (vm_block_signals())
 		goto out;
 	p = (struct vm_params){ .mem_size = o.cfg.mem_size, .ncpus = o.cfg.cpus };
-	if (vm_create(&p, &vm) || build_machine(vm, &o.cfg, o.api_socket ? &objs : NULL))
+	if (vm_create(&p, &vm) ||
+	    build_machine(vm, &o.cfg, o.api_socket || o.metrics_listen ? &objs : NULL))
 		goto out;
+	if (o.metrics_listen) {
+		metrics = metrics_http_start(o.metrics_listen, &objs, err, sizeof(err));
+		if (!metrics) {
+			pr_err("%s", err);
+			goto out;
+		}
+	}
 	/* Before the socket exists, so that it never says running: no
 	 * vCPU runs yet, each parks at its start. */
 	if (o.paused)
@@ -131,6 +141,7 @@ int cmd_run(int argc, char **argv)
 	if (o.verbose)
 		vm_report_memory(vm);
 out:
+	metrics_http_stop(metrics);
 	api_free(api);
 	serial_console_restore();
 	vm_destroy(vm);

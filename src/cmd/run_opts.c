@@ -10,7 +10,7 @@
 #include "cmd/run_opts.h"
 #include "cmd/disk_help.h"
 
-enum { OPT_CPU = 0x100, OPT_API_SOCKET, OPT_PAUSED };
+enum { OPT_CPU = 0x100, OPT_API_SOCKET, OPT_PAUSED, OPT_METRICS_LISTEN };
 
 static const struct option long_opts[] = {
 	{ "kernel", required_argument, NULL, 'k' },
@@ -23,6 +23,7 @@ static const struct option long_opts[] = {
 	{ "share", required_argument, NULL, 's' },
 	{ "api-socket", required_argument, NULL, OPT_API_SOCKET },
 	{ "paused", no_argument, NULL, OPT_PAUSED },
+	{ "metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "help", no_argument, NULL, 'h' },
@@ -77,6 +78,7 @@ void run_usage(FILE *f)
 "                       path=FILE[,if=virtio-blk|virtio-scsi|lsi][,ro[=on|off]]\n"
 "                       [,cache=none|writeback][,queues=N][,target=T][,lun=L]\n"
 "                       [,poll-us=N][,pr-state=FILE|none][,pr-id=NAME]\n"
+"                       [,iops=N][,bps=SIZE][,...: I/O limits, below]\n"
 "                         if=      guest interface (default virtio-blk)\n"
 "                         ro       read-only disk\n"
 "                         cache=   none: O_DIRECT, bypass the host page cache\n"
@@ -106,6 +108,8 @@ void run_usage(FILE *f)
 "                       disk names\n"
 "  -d, --disk (continued): network disks\n"
 NETDISK_HELP
+"  -d, --disk (continued): I/O limits\n"
+LIMITS_HELP
 "  -s, --share SPEC     share a host folder over virtio-9p (repeatable, up to\n"
 "                       %d). SPEC is path=DIR,tag=NAME[,ro][,msize=SIZE]\n"
 "                       [,security=MODEL][,poll-us=N]\n"
@@ -142,6 +146,12 @@ NETDISK_HELP
 "      --paused         start with the vCPUs paused, before the guest's first\n"
 "                       instruction, until the control socket's resume\n"
 "                       (QEMU's -S); needs --api-socket\n"
+"      --metrics-listen tcp:[HOST:]PORT\n"
+"                       serve the disks' and shares' statistics in Prometheus\n"
+"                       text format (0.0.4) over HTTP, GET /metrics, on HOST\n"
+"                       (default 127.0.0.1: this host only; another address\n"
+"                       is exposed as written) and PORT (0: a free port,\n"
+"                       logged); see docs/api.md\n"
 "  -v, --verbose        report boot details, the stop reason and memory use\n"
 "  -q, --quiet          report errors only\n"
 "  -h, --help           show this help\n"
@@ -232,6 +242,9 @@ static int parse_one(int c, const char *arg, struct run_opts *o, char *err,
 		return 0;
 	case OPT_PAUSED:
 		o->paused = true;
+		return 0;
+	case OPT_METRICS_LISTEN:
+		o->metrics_listen = arg;
 		return 0;
 	case OPT_CPU:
 		cfg->cpu_features = arg;

@@ -16,6 +16,7 @@
 struct run_opts {
 	struct vm_config cfg;
 	const char *api_socket;	/* --api-socket PATH, or NULL */
+	const char *metrics_listen;	/* --metrics-listen SPEC, or NULL */
 	bool paused;		/* --paused: vCPUs wait for resume */
 	bool help;
 	bool version;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/metrics_http.h"
 #include "api/start.h"
 #include "cmd/vhost_opts.h"
 #include "lib/log.h"
@@ -39,6 +40,9 @@ int vhost_opt(struct vhost_opts *o, const char *name, int opt, const char *arg,
 			return -1;
 		}
 		o->api_socket = arg;
+		return 0;
+	case VHOST_OPT_METRICS_LISTEN:
+		o->metrics_listen = arg;
 		return 0;
 	case 'v':
 		log_threshold = LOG_DEBUG;
@@ -73,6 +77,9 @@ int vhost_opts_check(const struct vhost_opts *o, const char *name, int argc, cha
 	return 0;
 }
 
+/* --metrics-listen's server, while the command serves. */
+static struct metrics_http *metrics;
+
 int vhost_api_start(const struct vhost_opts *o, struct api_objects *objs,
 		    struct api_server **api)
 {
@@ -80,6 +87,13 @@ int vhost_api_start(const struct vhost_opts *o, struct api_objects *objs,
 	sigset_t set;
 
 	*api = NULL;
+	if (o->metrics_listen) {
+		metrics = metrics_http_start(o->metrics_listen, objs, err, sizeof(err));
+		if (!metrics) {
+			pr_err("%s", err);
+			return -1;
+		}
+	}
 	if (!o->api_socket)
 		return 0;
 	sigemptyset(&set);
@@ -90,7 +104,15 @@ int vhost_api_start(const struct vhost_opts *o, struct api_objects *objs,
 	objs->shutdown = api_shutdown_by_sigterm;
 	if (api_start(objs, o->api_socket, api, err, sizeof(err))) {
 		pr_err("%s", err);
+		vhost_api_stop(NULL);
 		return -1;
 	}
 	return 0;
+}
+
+void vhost_api_stop(struct api_server *api)
+{
+	metrics_http_stop(metrics);
+	metrics = NULL;
+	api_free(api);
 }

@@ -11,6 +11,7 @@ struct api_server;
 struct vhost_opts {
 	const char *socket;
 	const char *api_socket;	/* --api-socket, or NULL */
+	const char *metrics_listen;	/* --metrics-listen, or NULL */
 	int fd;			/* --fd, or -1 */
 	bool once;
 };
@@ -20,6 +21,16 @@ struct vhost_opts {
 #define VHOST_OPT_FD 'f'
 #define VHOST_OPT_ONCE 'o'
 #define VHOST_OPT_API_SOCKET 'A'
+#define VHOST_OPT_METRICS_LISTEN 'M'
+
+/* --metrics-listen's --help lines, in the back-ends' column layout. */
+#define VHOST_METRICS_LISTEN_HELP                                               \
+"  --metrics-listen tcp:[HOST:]PORT\n"                                         \
+"                     serve the disks' statistics in Prometheus text format\n" \
+"                     (0.0.4) over HTTP, GET /metrics, on HOST (default\n"     \
+"                     127.0.0.1: this host only; another address is exposed\n" \
+"                     as written) and PORT (0: a free port, logged); see\n"   \
+"                     docs/api.md\n"
 
 /* --api-socket's --help lines, in the back-ends' column layout. */
 #define VHOST_API_SOCKET_HELP                                                    \
@@ -38,6 +49,9 @@ struct vhost_opts {
  * message printed. */
 int vhost_api_start(const struct vhost_opts *o, struct api_objects *objs,
 		    struct api_server **api);
+/* Stops what vhost_api_start started (the metrics server, then api), before
+ * objs' devices go. */
+void vhost_api_stop(struct api_server *api);
 
 /* Handles what getopt_long returned that the command's own cases did not:
  * a common option (0), or else an error (-1, a one-line message printed:

@@ -46,6 +46,7 @@
 "  --once             exit after the first client disconnects instead of\n"     \
 "                     waiting for another\n"                                    \
 VHOST_API_SOCKET_HELP                                                           \
+VHOST_METRICS_LISTEN_HELP                                                       \
 "  --test-stop-after N  test only: after N requests completed on a queue\n"   \
 "                     (since the front-end started it), complete no more;\n"   \
 "                     later requests stay in flight until iovm is killed.\n"  \
@@ -73,6 +74,8 @@ VHOST_API_SOCKET_HELP                                                           
 "                     per queue while the guest does I/O\n"
 
 #define HELP_TAIL                                                                \
+"\n"                                                                            \
+LIMITS_HELP                                                                      \
 "\n"                                                                            \
 NETDISK_HELP                                                                     \
 "\n"                                                                            \
@@ -212,6 +215,7 @@ static int parse_args(struct vhu_cmd *c, int argc, char **argv)
 		{ "disk", required_argument, NULL, 'd' },
 		{ "once", no_argument, NULL, 'o' },
 		{ "api-socket", required_argument, NULL, VHOST_OPT_API_SOCKET },
+		{ "metrics-listen", required_argument, NULL, VHOST_OPT_METRICS_LISTEN },
 		{ "test-stop-after", required_argument, NULL, 't' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
@@ -352,7 +356,7 @@ static int serve(struct vhu_cmd *c, struct virtio_dev *dev)
 		return 1;
 	}
 	status = vhu_server_run(s, c->o.socket, c->o.fd, c->o.once);
-	api_free(api);
+	vhost_api_stop(api);
 	vhu_server_free(s);
 	/* Queues stopped, the disks are flushed: once, as the device flushes
 	 * only what ran since its last flush (the last client's departure

@@ -62,8 +62,9 @@ static const char help[] =
 "  --disk SPEC        a disk, as `iovm run --disk` takes it:\n"
 "                     path=FILE[,if=virtio-blk|virtio-scsi|lsi][,ro]\n"
 "                     [,cache=none|writeback][,queues=N][,target=N][,lun=M]\n"
-"                     [,poll-us=N]. The LSI is reached through its memory\n"
-"                     BARs (UML has no I/O ports: build sym53c8xx with\n"
+"                     [,poll-us=N][,iops=N][,bps=SIZE][,...] (I/O limits:\n"
+"                     see iovm run --help). The LSI is reached through its\n"
+"                     memory BARs (UML has no I/O ports: build sym53c8xx with\n"
 "                     CONFIG_SCSI_SYM53C8XX_MMIO)\n"
 "  --share SPEC       a host folder over virtio-9p, as `iovm run --share`:\n"
 "                     path=DIR,tag=TAG[,ro][,msize=SIZE][,security=MODEL]\n"
@@ -72,6 +73,7 @@ VHOST_API_SOCKET_HELP
 "                     (here the function is made afresh for each session:\n"
 "                     query-disks shows no size, and statistics are not\n"
 "                     kept)\n"
+VHOST_METRICS_LISTEN_HELP
 "  --test-hold-writes N:M  test only: the WRITEs number N+1 to N+M that the\n"
 "                     disks send to their backend are queued in the kernel\n"
 "                     behind a gate and move no data until SIGUSR1 opens it\n"
@@ -217,6 +219,7 @@ static int parse_args(struct vpci_cmd *c, int argc, char **argv)
 		{ "share", required_argument, NULL, 'S' },
 		{ "once", no_argument, NULL, VHOST_OPT_ONCE },
 		{ "api-socket", required_argument, NULL, VHOST_OPT_API_SOCKET },
+		{ "metrics-listen", required_argument, NULL, VHOST_OPT_METRICS_LISTEN },
 		{ "test-hold-writes", required_argument, NULL, VPCI_OPT_HOLD },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
@@ -347,7 +350,7 @@ int cmd_vhost_user_pci(int argc, char **argv)
 		status = 1;
 	else
 		status = vhu_server_run(s, c.o.socket, c.o.fd, c.o.once);
-	api_free(api);
+	vhost_api_stop(api);
 	vhu_server_free(s);
 	dev->ops->destroy(dev);
 	free_cfg(&c.cfg);

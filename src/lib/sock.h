@@ -1,4 +1,5 @@
-/* Listening on a UNIX stream socket path, replacing a stale socket there. */
+/* Listening on a UNIX stream socket path, replacing a stale socket there;
+ * listening on a TCP address. */
 #ifndef IOVM_LIB_SOCK_H
 #define IOVM_LIB_SOCK_H
 
@@ -22,5 +23,13 @@ int sock_listen_unix(const char *path, int backlog);
  * file it creates (less the umask), so that no one else can connect in
  * between. -EPERM if the file still came out wider than mode. */
 int sock_listen_unix_mode(const char *path, int backlog, mode_t mode);
+
+/* Binds a TCP socket (close-on-exec, SO_REUSEADDR) at hostport: "PORT"
+ * (127.0.0.1), "HOST:PORT" or "[IPV6]:PORT", and listens with backlog.
+ * Returns the fd and the address bound ("tcp:HOST:PORT", the port chosen
+ * for 0) in desc, or -EINVAL with a reason (bad host or port, the
+ * resolver's or bind's error) in err. */
+int sock_listen_tcp(const char *hostport, int backlog, char *desc,
+		    size_t desclen, char *err, size_t errlen);
 
 #endif

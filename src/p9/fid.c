@@ -74,12 +74,15 @@ int take_open_slot(struct p9_session *s)
 	ret = fd_take(s);
 	if (ret)
 		atomic_fetch_sub(&s->nopen, 1);
+	else
+		p9_stat_add(&s->srv->st_open, 1);
 	return ret;
 }
 
 void give_open_slot(struct p9_session *s)
 {
 	atomic_fetch_sub(&s->nopen, 1);
+	p9_stat_sub(&s->srv->st_open, 1);
 	fd_give(s);
 }
 
@@ -194,6 +197,7 @@ static void fid_free(struct p9_session *s, struct p9_fid *f)
 	if (ofd >= 0) {
 		close(ofd);
 		atomic_fetch_sub(&s->nopen, 1);
+		p9_stat_sub(&s->srv->st_open, 1);
 		fd_give(s);
 	}
 	if (f->xbuf || f->xsize)
@@ -289,6 +293,7 @@ int fid_add(struct p9_session *s, uint32_t fid, struct p9_node *node,
 	s->buckets[h] = f;
 	s->nfids++;
 	pthread_mutex_unlock(&s->lock);
+	p9_stat_add(&s->srv->st_fids, 1);
 	return 0;
 }
 
@@ -309,6 +314,8 @@ struct p9_fid *fid_unlink(struct p9_session *s, uint32_t fid)
 		s->nfids--;
 	}
 	pthread_mutex_unlock(&s->lock);
+	if (f)
+		p9_stat_sub(&s->srv->st_fids, 1);
 	return f;	/* the table's reference passes to the caller */
 }
 
@@ -318,6 +325,7 @@ struct p9_fid *fid_unlink(struct p9_session *s, uint32_t fid)
 void fid_clear_all(struct p9_session *s)
 {
 	struct p9_fid *list = NULL, *f, *next;
+	uint32_t n;
 
 	pthread_mutex_lock(&s->lock);
 	for (uint32_t i = 0; i < s->nbuckets; i++) {
@@ -329,8 +337,10 @@ void fid_clear_all(struct p9_session *s)
 		}
 		s->buckets[i] = NULL;
 	}
+	n = s->nfids;
 	s->nfids = 0;
 	pthread_mutex_unlock(&s->lock);
+	p9_stat_sub(&s->srv->st_fids, n);
 	for (f = list; f; f = next) {
 		next = f->hnext;
 		fid_put(s, f);

@@ -194,6 +194,27 @@ static size_t reply_send(struct op *o, uint16_t tag)
 	return len;
 }
 
+/* A request answered with Rlerror before it could be decoded: counted as
+ * an error only (its type may be anything). */
+static size_t reply_bad(struct op *o, uint16_t tag, int err)
+{
+	p9_stat_add(&o->srv->st_errors, 1);
+	return reply_error(o, tag, err);
+}
+
+/* The statistics of a request answered: its type, its error, its data. */
+static void count_reply(struct p9_server *srv, uint8_t type,
+			const struct p9_msg *reply, int err)
+{
+	p9_stat_add(&srv->st_ops[type >> 1], 1);
+	if (err)
+		p9_stat_add(&srv->st_errors, 1);
+	else if (reply->type == P9_RREAD)
+		p9_stat_add(&srv->st_read, reply->u.rdata.count);
+	else if (reply->type == P9_RWRITE)
+		p9_stat_add(&srv->st_written, reply->u.rwrite.count);
+}
+
 size_t p9_handle(struct p9_session *s, struct p9_req *r, struct iovec *in,
 		 unsigned int nin, struct iovec *out, unsigned int nout)
 {
@@ -214,25 +235,25 @@ size_t p9_handle(struct p9_session *s, struct p9_req *r, struct iovec *in,
 	 * and may change between two reads, so it is never read again for
 	 * a decision (see the check after the copy below). */
 	if (!r->hdr_ok)
-		return reply_error(&o, tag, -EPROTO);
+		return reply_bad(&o, tag, -EPROTO);
 	size = r->size;
 	m.type = r->type;
 	tag = r->tag;
 	if (!r->tracked)
-		return reply_error(&o, tag, -ENOMEM);	/* too many in flight */
+		return reply_bad(&o, tag, -ENOMEM);	/* too many in flight */
 	if (size != in_len)
-		return reply_error(&o, tag, -EPROTO);
+		return reply_bad(&o, tag, -EPROTO);
 	if (size > msize)
-		return reply_error(&o, tag, -EMSGSIZE);
+		return reply_bad(&o, tag, -EMSGSIZE);
 	/* Only the fixed header of a Twrite is copied; its payload stays in
 	 * the iovecs until pwritev. Other requests are small by nature. */
 	copy = m.type == P9_TWRITE ? (size < P9_TWRITE_HDRSZ ? size : P9_TWRITE_HDRSZ) : size;
 	if (copy > P9_SMALL_MAX)
-		return reply_error(&o, tag, -EPROTO);
+		return reply_bad(&o, tag, -EPROTO);
 	if (copy > sizeof(r->small)) {
 		buf = malloc(copy);
 		if (!buf)
-			return reply_error(&o, tag, -ENOMEM);
+			return reply_bad(&o, tag, -ENOMEM);
 	}
 	/* The body is decoded from this one copy; its header must still be
 	 * the one validated above, or a size grown after the check could
@@ -259,6 +280,8 @@ size_t p9_handle(struct p9_session *s, struct p9_req *r, struct iovec *in,
 		ret = 0;	/* to be served again without RWF_NOWAIT */
 	else
 		ret = err ? reply_error(&o, tag, err) : reply_send(&o, tag);
+	if (ret)
+		count_reply(s->srv, m.type, &reply, err);
 	if (buf != r->small)
 		free(buf);
 	return ret;
@@ -405,6 +428,17 @@ void p9_session_stats(struct p9_session *s, struct p9_stats *st)
 	st->nodes = atomic_load(&s->srv->nodes);
 	st->fds = atomic_load(&s->fds);
 	st->max_fds = s->srv->lim.max_fds;
+}
+
+void p9_server_stats(struct p9_server *srv, struct p9_server_stats *st)
+{
+	for (unsigned int i = 0; i < P9_STAT_TYPES; i++)
+		st->ops[i] = __atomic_load_n(&srv->st_ops[i], __ATOMIC_RELAXED);
+	st->errors = __atomic_load_n(&srv->st_errors, __ATOMIC_RELAXED);
+	st->bytes_read = __atomic_load_n(&srv->st_read, __ATOMIC_RELAXED);
+	st->bytes_written = __atomic_load_n(&srv->st_written, __ATOMIC_RELAXED);
+	st->fids = __atomic_load_n(&srv->st_fids, __ATOMIC_RELAXED);
+	st->open = __atomic_load_n(&srv->st_open, __ATOMIC_RELAXED);
 }
 
 int p9_server_open(const struct p9_server_cfg *cfg, struct p9_server **out,

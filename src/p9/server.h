@@ -163,4 +163,20 @@ struct p9_stats {
 };
 void p9_session_stats(struct p9_session *s, struct p9_stats *st);
 
+/* A server's statistics, every session together, for the control socket.
+ * Requests of one server run on many threads at once (workers, sessions),
+ * so no one thread owns the counters: they are relaxed atomic additions
+ * (one per request, beside the request's own system calls), read with
+ * relaxed atomic loads, never under a lock. */
+#define P9_STAT_TYPES 128	/* T-messages by type / 2 */
+struct p9_server_stats {
+	uint64_t ops[P9_STAT_TYPES];	/* requests answered, by type / 2 */
+	uint64_t errors;		/* answered with Rlerror */
+	uint64_t bytes_read;		/* Rread payloads */
+	uint64_t bytes_written;		/* Twrite payloads written */
+	uint64_t fids;			/* now, every session */
+	uint64_t open;			/* opened fids now */
+};
+void p9_server_stats(struct p9_server *srv, struct p9_server_stats *st);
+
 #endif

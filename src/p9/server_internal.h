@@ -70,7 +70,21 @@ struct p9_server {
 	uint32_t msize;
 	struct p9_limits lim;
 	atomic_uint nodes;
+	/* p9_server_stats: relaxed atomics (server.h says why). */
+	uint64_t st_ops[P9_STAT_TYPES];
+	uint64_t st_errors, st_read, st_written;
+	uint64_t st_fids, st_open;
 };
+
+static inline void p9_stat_add(uint64_t *c, uint64_t n)
+{
+	__atomic_fetch_add(c, n, __ATOMIC_RELAXED);
+}
+
+static inline void p9_stat_sub(uint64_t *c, uint64_t n)
+{
+	__atomic_fetch_sub(c, n, __ATOMIC_RELAXED);
+}
 
 struct p9_session {
 	struct p9_server *srv;

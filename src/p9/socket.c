@@ -443,7 +443,7 @@ out:
 
 int p9_sock_listen(const char *spec, char *desc, size_t desclen)
 {
-	int fd, one = 1;
+	int fd;
 
 	if (!strncmp(spec, "unix:", 5)) {
 		const char *path = spec + 5;
@@ -465,62 +465,11 @@ int p9_sock_listen(const char *spec, char *desc, size_t desclen)
 		return fd;
 	}
 	if (!strncmp(spec, "tcp:", 4)) {
-		char host[256] = "127.0.0.1", port[16], *colon;
-		const char *rest = spec + 4;
-		struct addrinfo hints = { .ai_family = AF_UNSPEC,
-					  .ai_socktype = SOCK_STREAM,
-					  .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
-		struct addrinfo *ai;
-		struct sockaddr_storage ss;
-		socklen_t sl = sizeof(ss);
-		char h[NI_MAXHOST], sv[NI_MAXSERV];
-		int err;
+		char err[128];
 
-		colon = strrchr(rest, ':');
-		if (colon) {
-			size_t hl = colon - rest;
-
-			if (hl >= sizeof(host) || !hl) {
-				pr_err("--listen %s: bad host", spec);
-				return -EINVAL;
-			}
-			memcpy(host, rest, hl);
-			host[hl] = 0;
-			if (host[0] == '[' && host[hl - 1] == ']') {
-				memmove(host, host + 1, hl - 2);
-				host[hl - 2] = 0;
-			}
-			rest = colon + 1;
-		}
-		if (!*rest || strlen(rest) >= sizeof(port) ||
-		    strspn(rest, "0123456789") != strlen(rest) ||
-		    atoi(rest) > 65535) {
-			pr_err("--listen %s: the port must be a number from 0 to 65535", spec);
-			return -EINVAL;
-		}
-		strcpy(port, rest);
-		err = getaddrinfo(host, port, &hints, &ai);
-		if (err) {
-			pr_err("--listen %s: %s", spec, gai_strerror(err));
-			return -EINVAL;
-		}
-		fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (fd >= 0)
-			setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) ||
-		    listen(fd, 16)) {
-			pr_err("--listen %s: %s", spec, strerror(errno));
-			if (fd >= 0)
-				close(fd);
-			freeaddrinfo(ai);
-			return -EINVAL;
-		}
-		freeaddrinfo(ai);
-		getsockname(fd, (struct sockaddr *)&ss, &sl);
-		getnameinfo((struct sockaddr *)&ss, sl, h, sizeof(h), sv,
-			    sizeof(sv), NI_NUMERICHOST | NI_NUMERICSERV);
-		snprintf(desc, desclen, strchr(h, ':') ? "tcp:[%s]:%s" : "tcp:%s:%s",
-			 h, sv);
+		fd = sock_listen_tcp(spec + 4, 16, desc, desclen, err, sizeof(err));
+		if (fd < 0)
+			pr_err("--listen %s: %s", spec, err);
 		return fd;
 	}
 	pr_err("--listen %s: expected unix:PATH, tcp:PORT or tcp:HOST:PORT", spec);

@@ -286,7 +286,7 @@ static void merge_flush(struct vblk_queue *q)
 	struct merge_group *g = &q->grp;
 	struct merge_slot *m = q->merge_free;
 	struct vblk_req *r = g->first;
-	unsigned int n = 0;
+	unsigned int n = 0, nreq = g->nreq;
 
 	if (!g->nreq)
 		return;
@@ -311,9 +311,10 @@ static void merge_flush(struct vblk_queue *q)
 	}
 	if (iotrace_on())
 		trace_group(IOT_SUBMIT_Q, m->first);
-	if (blkq_rw(q->w.bq, &q->b->be,
-		    g->type == VIRTIO_BLK_T_IN ? BLK_OP_READ : BLK_OP_WRITE,
-		    m->iov, n, m->first->sector * 512, merge_done, m))
+	/* Counted as the nreq requests the guest sent (block/stats.h). */
+	if (blkq_rw_merged(q->w.bq, &q->b->be,
+			   g->type == VIRTIO_BLK_T_IN ? BLK_OP_READ : BLK_OP_WRITE,
+			   m->iov, n, m->first->sector * 512, nreq, merge_done, m))
 		merge_done(m, -EIO);
 }
 

@@ -206,6 +206,16 @@ static bool low_depth(const struct vqworker *w)
 	       w->inflight < VIRTQ_KICKS_OFF_INFLIGHT;
 }
 
+/* The same for completions: a spin right after new requests went out, at
+ * low depth, pays when the disk answers within it (a local file or device:
+ * tens of microseconds). A network disk whose round trip is several times
+ * the spin (RBD: ~250 us for a 4k read here) never completes within it,
+ * and the spin only takes a CPU from the servers and threads that would
+ * complete the request (measured: bench/RESULTS.md, the RBD QD1 rows). So
+ * those spins record whether a completion (or a new request) ended them;
+ * while fewer than ANSWERS_MIN of the last 16 did, the thread sleeps at
+ * once after popping, spinning on every ANSWER_PROBE-th such turn only. */
+
 /* How long to spin before sleeping: at low depth a sleep and a wakeup per
  * request cost more than the I/O, so wait there for the completion or the
  * next request (and at any depth where sleeping turns kicks back on: a
@@ -220,6 +230,8 @@ static uint64_t spin_ns(struct vqworker *w, enum activity last, bool answer)
 
 	if (!vq_answers_ok(&w->answers))
 		return answer && vq_answers_spin(&w->answers) ? w->spin_ns : 0;
+	if (low_depth(w) && !answer && last == POPPED && w->inflight)
+		return vq_answers_spin(&w->completes) ? w->spin_ns : 0;
 	if (low_depth(w))
 		return w->spin_ns;
 	ns = last == REAPED ? BLKQ_SPIN_REFILL_NS :
@@ -306,6 +318,8 @@ static void *queue_thread(void *arg)
 
 		if (stop && !w->inflight)
 			break;
+		if (stop)	/* a drain does not wait for I/O limits */
+			blkq_unthrottle(w->bq);
 		if (!stop && !w->kick_armed && !w->inflight)
 			arm_kick(w);	/* stalled or failed to arm */
 		arm_wake(w);
@@ -321,6 +335,8 @@ static void *queue_thread(void *arg)
 		 * tells nothing) */
 		if (answer && ns && ns == w->spin_ns && !ready)
 			vq_answers_record(&w->answers, busy);
+		else if (!answer && last == POPPED && ns && ns == w->spin_ns)
+			vq_answers_record(&w->completes, busy || ready);
 		/* (kicks stay off if a completion ended the spin) */
 		if (!busy && !ready && !may_sleep(w)) {
 			process_ring(w);
@@ -399,6 +415,7 @@ int vqworker_open(struct vqworker *w, unsigned int index, struct virtq *vq,
 	w->bq = blkq_create(vq->size);
 	if (!w->bq)
 		return -ENOMEM;
+	blkq_set_index(w->bq, index);
 	w->index = index;
 	w->vq = vq;
 	w->depth = depth;
@@ -408,6 +425,7 @@ int vqworker_open(struct vqworker *w, unsigned int index, struct virtq *vq,
 	w->kick_armed = false;
 	w->inflight = 0;
 	vq_answers_init(&w->answers);
+	vq_answers_init(&w->completes);
 	w->answer_due = false;
 	ret = qwake_open(&w->wake);
 	if (ret) {

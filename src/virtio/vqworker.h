@@ -63,6 +63,11 @@ struct vqworker {
 	unsigned int inflight;	/* taken from the pool and not finished */
 	uint64_t spin_ns;	/* the longest spin before a sleep */
 	struct vq_answers answers;
+	/* Whether a spin waiting on requests in flight (after new ones were
+	 * popped, at low depth) sees a completion within it: a network disk
+	 * whose round trip is longer than the spin never does (see
+	 * vqworker.c). The same bookkeeping as answers. */
+	struct vq_answers completes;
 	bool answer_due;	/* the last turn pushed completions */
 	pthread_t thread;
 	bool running;

@@ -294,7 +294,8 @@ static void test_help_covers_options(void **state)
 		"--kernel", "--initrd", "--append", "--memory", "--cpus", "--cpu ",
 		"--disk", "--share", "--verbose", "--quiet", "--help", "--version",
 		"if=", "ro", "cache=", "queues=", "target=", "lun=", "tag=", "msize=",
-		"poll-us=", "pr-state=", "pr-id=", "--api-socket", "--paused",
+		"poll-us=", "pr-state=", "pr-id=", "iops=", "bps-wr=", "iops-burst=",
+		"--api-socket", "--paused",
 		"avx512f", "xsave", "Examples:", "(V<<1)|1",
 	};
 	char *buf = NULL;
