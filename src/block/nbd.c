@@ -355,8 +355,6 @@ static int flush_within(struct nbd_conn *c)
 		      " s (timeout=); dropping the connection", c->disk->uri,
 		      c->disk->timeout_ns / 1000000000u);
 	cut(c);
-	nbd_close(c->h);
-	c->h = NULL;
 	nbd_rc_lost(&c->rc, mono_ns(), false);
 	return -EIO;
 }
@@ -676,11 +674,11 @@ static void send_req(struct nbd_conn *c, struct blk_dreq *r)
 	command_done(r, &none);
 }
 
-/* Makes c's handle die now, with its commands: the socket is shut down
- * and libnbd, told it is readable, reads its end and retires every
- * command with ENOTCONN, so that each comes back to on_reply as lost
- * (nbd_close alone would free them without a callback: their requests
- * would never finish). */
+/* Makes c's handle die now, with its commands, and closes it: the socket
+ * is shut down and libnbd, told it is readable, reads its end and retires
+ * every command with ENOTCONN, so that each comes back to on_reply as
+ * lost (nbd_close alone would free them without a callback: their
+ * requests would never finish). The caller records the loss in c->rc. */
 static void cut(struct nbd_conn *c)
 {
 	int fd = nbd_aio_get_fd(c->h);
@@ -693,6 +691,8 @@ static void cut(struct nbd_conn *c)
 		nbd_aio_notify_write(c->h);
 	if (live(c->h))
 		pr_warn_rated("%s: NBD connection would not close", c->disk->uri);
+	nbd_close(c->h);
+	c->h = NULL;
 }
 
 /* Cuts c's live connection if it has owed replies and received none for
@@ -712,8 +712,6 @@ static void drop_if_stalled(struct nbd_conn *c, uint64_t now)
 		      " commands for %" PRIu64 " s (timeout=); dropping the connection",
 		      c->disk->uri, owed, c->disk->timeout_ns / 1000000000u);
 	cut(c);
-	nbd_close(c->h);
-	c->h = NULL;
 	nbd_rc_silent(&c->rc, now);
 }
 
@@ -1072,8 +1070,6 @@ static void nbd_detach(struct blk_att *att)
 		 * other queues' are sent again on a new connection) */
 		if (c->h) {
 			cut(c);
-			nbd_close(c->h);
-			c->h = NULL;
 			nbd_rc_lost(&c->rc, mono_ns(), false);
 		}
 		for (pp = &c->pending; *pp;) {
