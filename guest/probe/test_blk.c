@@ -52,6 +52,19 @@ static void report_kicks(struct vblk *b)
 	   kicks ? ticks_to_ns(ticks / kicks) : 0, irq_count[IRQ_TIMER]);
 }
 
+/* What completed, by kind: "read=OK/BYTES/FAILED ...". */
+static void report_done(const struct vblk *b)
+{
+	static const char *const names[VBLK_KINDS] = {
+		"read", "write", "flush", "discard", "write_zeroes" };
+
+	pr("probe: blk done");
+	for (int k = 0; k < VBLK_KINDS; k++)
+		pr(" %s=%lu/%lu/%lu", names[k], b->done[k].ok, b->done[k].bytes,
+		   b->done[k].failed);
+	pr("\n");
+}
+
 static void *buf_alloc(size_t n)
 {
 	void *p = dma_alloc(n, 4096);
@@ -235,6 +248,7 @@ static void test_blk(void)
 	if (b->msix && !b->irqs_seen)
 		probe_fail("MSI-X mode but no interrupt was seen");
 	report_kicks(b);
+	report_done(b);
 	pr("probe: blk pattern offset=%lu len=%lu seed=%lu\n", off, len,
 	   seed + 100 + phase - 1);
 }

@@ -176,6 +176,40 @@ void vblk_kick_stats(const struct vblk *b, uint64_t *kicks, uint64_t *skipped,
 	}
 }
 
+/* io completed: counted in b->done by its kind (GET_ID and unknown types
+ * are not block I/O and are not counted). */
+static void count_done(struct vblk *b, const struct vblk_io *io)
+{
+	struct vblk_counts *c;
+	uint64_t bytes = 0;
+	int k;
+
+	switch (io->type) {
+	case VIRTIO_BLK_T_IN: k = VBLK_K_READ; break;
+	case VIRTIO_BLK_T_OUT: k = VBLK_K_WRITE; break;
+	case VIRTIO_BLK_T_FLUSH: k = VBLK_K_FLUSH; break;
+	case VIRTIO_BLK_T_DISCARD: k = VBLK_K_DISCARD; break;
+	case VIRTIO_BLK_T_WRITE_ZEROES: k = VBLK_K_WRITE_ZEROES; break;
+	default: return;
+	}
+	c = &b->done[k];
+	if (io->status != VIRTIO_BLK_S_OK) {
+		c->failed++;
+		return;
+	}
+	for (unsigned int i = 0; i < io->nseg; i++) {
+		const struct virtio_blk_dwz *r = io->seg[i].p;
+
+		if (k == VBLK_K_DISCARD || k == VBLK_K_WRITE_ZEROES)
+			for (uint32_t n = 0; n < io->seg[i].len / sizeof(*r); n++)
+				bytes += (uint64_t)r[n].num_sectors * 512;
+		else
+			bytes += io->seg[i].len;
+	}
+	c->ok++;
+	c->bytes += bytes;
+}
+
 struct vblk_io *vblk_reap(struct vblk *b)
 {
 	struct vblk_io *io;
@@ -199,6 +233,7 @@ struct vblk_io *vblk_reap(struct vblk *b)
 	io->written = len;
 	b->free_slots[b->nfree++] = io->slot;
 	b->inflight--;
+	count_done(b, io);
 	return io;
 }
 

@@ -56,6 +56,16 @@ struct vblk_io {
 	unsigned int slot, queue;
 };
 
+/* What completed of each kind (vblk_count_kind): a host test checks the
+ * VMM's statistics against these. */
+enum { VBLK_K_READ, VBLK_K_WRITE, VBLK_K_FLUSH, VBLK_K_DISCARD,
+       VBLK_K_WRITE_ZEROES, VBLK_KINDS };
+struct vblk_counts {
+	uint64_t ok;		/* requests that completed with status OK */
+	uint64_t bytes;		/* of them: data (IN, OUT) or range (others) */
+	uint64_t failed;	/* requests that completed with another status */
+};
+
 struct vblk {
 	struct virtio_pci vp;
 	struct virtq vq[VBLK_MAX_QUEUES];
@@ -73,6 +83,7 @@ struct vblk {
 	unsigned int free_slots[VBLK_MAX_QD], nfree;
 	struct vblk_io *io_of_head[VBLK_MAX_QUEUES][256];
 	uint64_t irqs_seen;
+	struct vblk_counts done[VBLK_KINDS];
 };
 
 /* Opens the index-th virtio-blk device with nq request queues (capped by

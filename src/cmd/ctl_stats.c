@@ -104,6 +104,17 @@ static struct json_object *list(struct json_object *o, const char *name)
 	       json_object_is_type(a, json_type_array) ? a : NULL;
 }
 
+/* --json: the reply as the socket sent it, {"return": ...}, as for every
+ * other command. */
+static void print_reply(struct json_object *ret)
+{
+	struct json_object *reply = json_object_new_object();
+
+	json_object_object_add(reply, "return", json_object_get(ret));
+	printf("%s\n", json_object_to_json_string_ext(reply, JSON_C_TO_STRING_PLAIN));
+	json_object_put(reply);
+}
+
 void ctl_stats_table(FILE *out, struct json_object *cur,
 		     struct json_object *prev, double secs)
 {
@@ -235,7 +246,7 @@ int ctl_stats_main(int argc, char **argv, bool json, ctl_call_fn call,
 			break;
 		}
 		if (json)
-			printf("%s\n", json_object_to_json_string_ext(cur, JSON_C_TO_STRING_PLAIN));
+			print_reply(cur);
 		else
 			ctl_stats_table(stdout, cur, prev,
 					prev ? (double)(now - t_prev) / 1e9 : 0);
@@ -269,7 +280,7 @@ int ctl_metrics_main(int argc, char **argv, bool json, ctl_call_fn call,
 		return 1;
 	}
 	if (json)
-		printf("%s\n", json_object_to_json_string_ext(r, JSON_C_TO_STRING_PLAIN));
+		print_reply(r);
 	else if (json_object_object_get_ex(r, "text", &t))
 		fputs(json_object_get_string(t), stdout);
 	json_object_put(r);
