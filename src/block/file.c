@@ -474,7 +474,7 @@ static struct blk_slot *slot_get(struct blk_queue *q)
 
 /* The request's statistics record (block/stats.h): two loads when the
  * queue has sent this disk a request before, an allocation the first
- * time. One vDSO clock read. */
+ * time. One vDSO clock read (none for a held request passing now). */
 static inline void stats_start(struct blk_queue *q, struct blk_slot *s)
 {
 	struct blk_stats *d = s->be->stats;
@@ -488,7 +488,9 @@ static inline void stats_start(struct blk_queue *q, struct blk_slot *s)
 	s->st = r;
 	s->nreq = 1;
 	if (r) {
-		s->t0 = mono_ns();
+		/* A request the limits held counts from its arrival: its
+		 * wait is part of what the guest sees. */
+		s->t0 = q->thr_t0 ? q->thr_t0 : mono_ns();
 		blk_qstats_start(r);
 	}
 }

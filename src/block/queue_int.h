@@ -150,6 +150,7 @@ struct blk_queue {
 	 * blkq_* again, its tokens taken. */
 	struct thr_queue *thr;
 	bool thr_passing;
+	uint64_t thr_t0;	/* while passing: when it arrived (0: unknown) */
 	bool thr_off;		/* blkq_unthrottle */
 };
 

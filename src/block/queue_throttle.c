@@ -339,6 +339,8 @@ static void held_start(struct blk_queue *q, struct blk_slot *s)
 	int op = s->op, ret;
 
 	held_drop(q->thr, s);
+	/* its statistics keep the time it arrived (file.c: stats_start) */
+	q->thr_t0 = s->st ? s->t0 : 0;
 	queue_slot_put(q, s);	/* the slot it takes again */
 	q->thr_passing = true;
 	if (op == BLK_OP_READ || op == BLK_OP_WRITE)
@@ -348,6 +350,7 @@ static void held_start(struct blk_queue *q, struct blk_slot *s)
 	else
 		ret = blkq_discard(q, be, op, offset, len, done, tag);
 	q->thr_passing = false;
+	q->thr_t0 = 0;
 	if (!ret)
 		return;
 	s = queue_slot_start(q, op, be, offset, len, done, tag);
