@@ -50,7 +50,9 @@
 # Environment: TIME seconds per job (5), ROUNDS (1), JOBS (vhost-client job
 #              specs, replacing the default list), CEPH_DIR (a running
 #              cluster from tests/ceph/cluster.sh; default: start one),
-#              SIZE_MB (256)
+#              SIZE_MB (256), CLIENT_IRQ=1 (vhost-client --irq for the iovm
+#              and qsd legs: the client sleeps on interrupts instead of
+#              polling, so it leaves the cluster's daemons a CPU)
 set -eu
 
 kinds=rbd,nbd-qcow2,nbd-memory
@@ -65,6 +67,8 @@ done
 . "$(dirname "$0")/vhost-lib.sh"
 root=$(cd "$(dirname "$0")/.." && pwd)
 t=${TIME:-5}
+client_opts=
+[ "${CLIENT_IRQ:-0}" = 0 ] || client_opts=--irq
 rounds=${ROUNDS:-1}
 MiB=1048576
 for k in $(echo "$kinds" | tr ',' ' '); do
@@ -234,7 +238,7 @@ run_iovm() {
 	[ $# = 0 ] || shift
 	start_backend iovm "$label" "$job" env "$@" "$iovm" vhost-user-blk \
 		--socket "$work/iovm.sock" --disk "path=$uri$iovm_extra$dopts" --once || return 0
-	run_client iovm "$label" "$job" || stop_backend
+	run_client iovm "$label" "$job" $client_opts || stop_backend
 	wait_backend
 }
 
@@ -341,7 +345,7 @@ for r in $(seq "$rounds"); do
 				! has_leg iovm-nogather || [ "$k" = rbd ] ||
 					run_iovm "$k" iovm-nogather "$j" "" IOVM_NBD_GATHER=0 ;;
 			esac
-			! has_leg qsd || { qsd_label="kind=$k backend=qsd"; run_qsd "$qsd_blockdev" "$j"; }
+			! has_leg qsd || { qsd_label="kind=$k backend=qsd"; run_qsd "$qsd_blockdev" "$j" $client_opts; }
 			! has_leg floor || run_floor "$k" "$j"
 		done
 		! has_leg probe || run_probe "$k"
@@ -350,7 +354,7 @@ for r in $(seq "$rounds"); do
 	done
 done
 
-echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -r), $(nproc) CPUs, load now $(cut -d' ' -f1-3 /proc/loadavg), $size_mb MiB disks, $t s per job, median of $rounds rounds, commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')"
+echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -r), $(nproc) CPUs, load now $(cut -d' ' -f1-3 /proc/loadavg), $size_mb MiB disks, $t s per job, median of $rounds rounds, commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'), vhost-client ${client_opts:-polling}"
 echo
 sed 's/^/    /' "$work/loads"
 echo

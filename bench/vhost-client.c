@@ -6,7 +6,7 @@
  * back-end's CPU time per I/O (from /proc/PID/task/x/schedstat of --pid).
  *
  *   vhost-client --socket PATH [--device blk|scsi] [--pid PID] [--time SEC]
- *                [--offset BYTES] [--region BYTES] [--yield] [--inflight] JOB...
+ *                [--offset BYTES] [--region BYTES] [--yield | --irq] [--inflight] JOB...
  *   JOB = NAME:randread|randwrite|read|write|randcaw:BS:QD[:SEG]   e.g. rr:randread:4k:1
  * SEG (blk only): each request's data is BS/SEG descriptors of SEG bytes,
  * none adjacent in memory (a SEG gap between them), as a guest's scattered
@@ -15,6 +15,11 @@
  * random LBAs, comparing zeroes and writing zeroes, so on a region of
  * zeroes (a fresh image) every command must succeed; a MISCOMPARE stops
  * the client like any other failure.
+ * --irq asks the back-end for interrupts (the avail ring's NO_INTERRUPT
+ * flag clear) and sleeps on the call eventfd whenever the used ring has
+ * nothing new, as a guest whose vCPU halts between completions: the
+ * client then takes no CPU while it waits, which matters on a host whose
+ * back-end (a Ceph cluster, say) needs every core.
  * I/O stays inside [offset, offset+region) of the disk (default: offset 1M,
  * region 64M, as bench/blk-floor and the probe). --inflight asks for the
  * back-end's inflight buffer (INFLIGHT_SHMFD) and hands it back, as QEMU's
@@ -32,6 +37,7 @@
  *   job=NAME iops=N bw_mbs=N lat_mean_us=N lat_p99_us=N ios=N cpu_us_per_io=N */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <dirent.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -184,12 +190,14 @@ static struct slot slots[MAX_QD];
 
 /* The protocol features agreed with the back-end. */
 static uint64_t pf;
+static bool irq;	/* --irq: completions signalled, waited for on call_fd */
+static int call_fd = -1;
 
 static void setup(const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	uint64_t f;
-	int memfd, call;
+	int memfd;
 
 	sock = socket(AF_UNIX, SOCK_STREAM, 0);
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
@@ -245,7 +253,7 @@ static void setup(const char *path)
 	vq.desc = (struct virtq_desc *)(ram + desc_gpa);
 	vq.avail = (volatile uint16_t *)(ram + avail_gpa);
 	vq.used = (volatile uint16_t *)(ram + used_gpa);
-	vq.avail[0] = VIRTQ_AVAIL_F_NO_INTERRUPT;
+	vq.avail[0] = irq ? 0 : VIRTQ_AVAIL_F_NO_INTERRUPT;
 	{
 		struct vhu_vring_state st = { qidx, QSIZE };
 		struct vhu_vring_addr a = { qidx, 0, (uintptr_t)ram + desc_gpa,
@@ -257,9 +265,9 @@ static void setup(const char *path)
 		send_acked(VHU_SET_VRING_ADDR, &a, sizeof(a), NULL, 0);
 		st.num = 0;
 		send_acked(VHU_SET_VRING_BASE, &st, sizeof(st), NULL, 0);
-		call = eventfd(0, EFD_CLOEXEC);
+		call_fd = eventfd(0, EFD_CLOEXEC);
 		vq.kick = eventfd(0, EFD_CLOEXEC);
-		send_acked(VHU_SET_VRING_CALL, &idx, 8, &call, 1);
+		send_acked(VHU_SET_VRING_CALL, &idx, 8, &call_fd, 1);
 		send_acked(VHU_SET_VRING_KICK, &idx, 8, &vq.kick, 1);
 		st.num = 1;
 		send_acked(VHU_SET_VRING_ENABLE, &st, sizeof(st), NULL, 0);
@@ -692,7 +700,22 @@ static void run_job(const struct job *j, uint64_t cap, double secs, int pid)
 		}
 		if (resubmitted)
 			publish();
-		else if (vq.used_idx == used_idx && yield)
+		else if (irq && inflight &&
+			 vq.used_idx == __atomic_load_n(&vq.used[1], __ATOMIC_ACQUIRE)) {
+			/* Nothing new: sleep until the back-end signals. A
+			 * signal sent since the used index was read is
+			 * counted in the eventfd, so none is lost. (The
+			 * back-end may have made the shared file
+			 * non-blocking: poll, then read.) */
+			struct pollfd pfd = { .fd = call_fd, .events = POLLIN };
+			uint64_t n;
+
+			if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+				die("poll call eventfd: %s", strerror(errno));
+			if (read(call_fd, &n, sizeof(n)) != sizeof(n) && errno != EINTR &&
+			    errno != EAGAIN)
+				die("read call eventfd: %s", strerror(errno));
+		} else if (vq.used_idx == used_idx && yield)
 			sched_yield();
 	}
 	t_end = mono_ns();
@@ -756,7 +779,7 @@ static void parse_job(const char *arg, struct job *j)
 }
 
 static const char usage[] =
-	"usage: vhost-client --socket PATH [--device blk|scsi] [--pid PID] [--time SEC] [--offset B] [--region B] [--yield] [--inflight] NAME:RW:BS:QD[:SEG]...";
+	"usage: vhost-client --socket PATH [--device blk|scsi] [--pid PID] [--time SEC] [--offset B] [--region B] [--yield | --irq] [--inflight] NAME:RW:BS:QD[:SEG]...";
 
 int main(int argc, char **argv)
 {
@@ -780,6 +803,8 @@ int main(int argc, char **argv)
 			secs = atof(argv[++i]);
 		else if (!strcmp(argv[i], "--yield"))
 			yield = true;
+		else if (!strcmp(argv[i], "--irq"))
+			irq = true;
 		else if (!strcmp(argv[i], "--inflight"))
 			inflight = true;
 		else if (!strcmp(argv[i], "--offset") && i + 1 < argc)
@@ -789,7 +814,7 @@ int main(int argc, char **argv)
 		else
 			die("%s", usage);
 	}
-	if (!path || i == argc)
+	if (!path || i == argc || (yield && irq))
 		die("%s", usage);
 	qidx = scsi ? VIRTIO_SCSI_REQ_Q0 : 0;
 	setup(path);
