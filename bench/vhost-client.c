@@ -228,7 +228,8 @@ static void setup(const char *path)
 	if (scsi && (pf & (1ull << VHU_PF_MQ)) && get_u64(VHU_GET_QUEUE_NUM) <= qidx)
 		die("back-end has no virtqueue %u (is it virtio-scsi?)", qidx);
 	/* No event index: the avail ring's NO_INTERRUPT flag then tells the
-	 * back-end not to signal, as this client polls. virtio-scsi: no
+	 * back-end not to signal, as this client polls (--irq: it asks for
+	 * signals and sleeps on them). virtio-scsi: no
 	 * device features (no hotplug events, T10 PI or bidirectional
 	 * commands are used). */
 	f = (1ull << VIRTIO_F_VERSION_1) | (1ull << VHU_F_PROTOCOL_FEATURES) |

@@ -56,7 +56,7 @@ struct vblk_io {
 	unsigned int slot, queue;
 };
 
-/* What completed of each kind (vblk_count_kind): a host test checks the
+/* What completed of each kind (counted by vblk_reap): a host test checks the
  * VMM's statistics against these. */
 enum { VBLK_K_READ, VBLK_K_WRITE, VBLK_K_FLUSH, VBLK_K_DISCARD,
        VBLK_K_WRITE_ZEROES, VBLK_KINDS };
