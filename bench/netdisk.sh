@@ -52,7 +52,10 @@
 #              cluster from tests/ceph/cluster.sh; default: start one),
 #              SIZE_MB (256), CLIENT_IRQ=1 (vhost-client --irq for the iovm
 #              and qsd legs: the client sleeps on interrupts instead of
-#              polling, so it leaves the cluster's daemons a CPU)
+#              polling, so it leaves the cluster's daemons a CPU),
+#              PROBE_OPTS (more bench/blk.sh options for the probe legs, e.g.
+#              "--mode msix --wait hlt": the probe's vCPU halts between
+#              completions instead of spinning)
 set -eu
 
 kinds=rbd,nbd-qcow2,nbd-memory
@@ -308,7 +311,7 @@ run_floor() {	# KIND JOB
 run_probe() {	# KIND
 	: >"$work/probe.results"
 	if ! BUILD=$build bash "$root/bench/blk.sh" --disk-uri "$uri" \
-		${ceph_conf:+--ceph-conf "$ceph_conf"} --only iovm,qemu --rounds 1 \
+		${ceph_conf:+--ceph-conf "$ceph_conf"} --only iovm,qemu --rounds 1 ${PROBE_OPTS:-} \
 		--secs "$t" --region 64M --results "$work/probe.results" >"$work/probe.log" 2>&1; then
 		tail -n 8 "$work/probe.log" >&2
 		grep -q '^iovm ' "$work/probe.results" || leg_failed "kind=$1 backend=probe-iovm" all "see above"
@@ -354,7 +357,7 @@ for r in $(seq "$rounds"); do
 	done
 done
 
-echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -r), $(nproc) CPUs, load now $(cut -d' ' -f1-3 /proc/loadavg), $size_mb MiB disks, $t s per job, median of $rounds rounds, commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'), vhost-client ${client_opts:-polling}"
+echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -r), $(nproc) CPUs, load now $(cut -d' ' -f1-3 /proc/loadavg), $size_mb MiB disks, $t s per job, median of $rounds rounds, commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'), vhost-client ${client_opts:-polling}${PROBE_OPTS:+, probe $PROBE_OPTS}"
 echo
 sed 's/^/    /' "$work/loads"
 echo
