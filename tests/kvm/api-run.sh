@@ -10,24 +10,10 @@ set -u
 . "$(dirname "$0")/probe-lib.sh"
 iovm=$1 probe=$2
 need_kvm
-make_scratch
+make_scratch_vm
 disk=$scratch/disk.img
 api=$scratch/api.sock
 fallocate -l 32M "$disk" || die "cannot create $disk"
-pid=
-trap '[ -z "$pid" ] || kill -9 "$pid" 2>/dev/null; rm -rf "$scratch"' EXIT
-
-ctl() { "$iovm" ctl --socket "$api" "$@"; }
-ok() { ctl "$@" >"$scratch/out" 2>&1 || die "iovm ctl $*: $(cat "$scratch/out")"; }
-has() { grep -qxF -- "$1" "$scratch/out" || die "no line '$1' in: $(cat "$scratch/out")"; }
-wait_api() {
-	for _ in $(seq 400); do
-		[ -S "$api" ] && return 0
-		kill -0 "$pid" 2>/dev/null || { cat "$1"; die "iovm exited before its API socket appeared"; }
-		sleep 0.05
-	done
-	die "no API socket"
-}
 
 # 1. Paused from the start: the probe's job runs only after resume.
 "$iovm" run --paused --kernel "$probe" --memory 128M --disk "path=$disk,cache=writeback" \

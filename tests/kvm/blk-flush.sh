@@ -8,9 +8,7 @@ set -u
 . "$(dirname "$0")/probe-lib.sh"
 iovm=$1 probe=$2 check=$3
 need_kvm
-make_scratch
-pid=""
-trap '[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$scratch"' EXIT
+make_scratch_vm
 
 n=0
 for cache in none writeback; do

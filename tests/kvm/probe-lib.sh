@@ -34,6 +34,32 @@ make_scratch() {
 	trap 'rm -rf "$scratch"' EXIT
 }
 
+# make_scratch, and the VMM whose pid the test keeps in $pid (empty while
+# none runs) SIGKILLed on exit.
+make_scratch_vm() {
+	make_scratch
+	pid=
+	trap '[ -z "$pid" ] || kill -9 "$pid" 2>/dev/null; rm -rf "$scratch"' EXIT
+}
+
+# The control socket of a VMM started with --api-socket "$api": ctl runs
+# `iovm ctl` on it ($iovm), ok runs it and fails the test on an error (its
+# output in $scratch/out), has LINE checks that output for a whole line.
+ctl() { "$iovm" ctl --socket "$api" "$@"; }
+ok() { ctl "$@" >"$scratch/out" 2>&1 || die "iovm ctl $*: $(cat "$scratch/out")"; }
+has() { grep -qxF -- "$1" "$scratch/out" || die "no line '$1' in: $(cat "$scratch/out")"; }
+
+# wait_api LOG: waits until the VMM $pid has made its socket $api; fails
+# (LOG shown) if it exits first.
+wait_api() {
+	for _ in $(seq 400); do
+		[ -S "$api" ] && return 0
+		kill -0 "$pid" 2>/dev/null || { cat "$1"; die "iovm exited before its API socket appeared"; }
+		sleep 0.05
+	done
+	die "no API socket"
+}
+
 # run_probe LOG TIMEOUT VMM-COMMAND...: runs a VMM with the probe, output
 # to LOG (and echoed), sets $rc.
 run_probe() {

@@ -13,17 +13,11 @@ set -u
 . "$(dirname "$0")/probe-lib.sh"
 iovm=$1 probe=$2
 need_kvm
-make_scratch
+make_scratch_vm
 api=$scratch/api.sock
 for d in blk scsi lsi; do
 	fallocate -l 32M "$scratch/$d.img" || die "cannot create $scratch/$d.img"
 done
-pid=
-trap '[ -z "$pid" ] || kill -9 "$pid" 2>/dev/null; rm -rf "$scratch"' EXIT
-
-ctl() { "$iovm" ctl --socket "$api" "$@"; }
-ok() { ctl "$@" >"$scratch/out" 2>&1 || die "iovm ctl $*: $(cat "$scratch/out")"; }
-has() { grep -qxF -- "$1" "$scratch/out" || die "no line '$1' in: $(cat "$scratch/out")"; }
 
 "$iovm" run --paused --kernel "$probe" --memory 128M \
 	--disk "path=$scratch/blk.img,cache=writeback" \
@@ -31,12 +25,7 @@ has() { grep -qxF -- "$1" "$scratch/out" || die "no line '$1' in: $(cat "$scratc
 	--disk "path=$scratch/lsi.img,cache=writeback,if=lsi" \
 	--append "test=basic" --api-socket "$api" >"$scratch/log" 2>&1 &
 pid=$!
-for _ in $(seq 400); do
-	[ -S "$api" ] && break
-	kill -0 "$pid" 2>/dev/null || { cat "$scratch/log"; die "iovm exited before its API socket appeared"; }
-	sleep 0.05
-done
-[ -S "$api" ] || die "no API socket"
+wait_api "$scratch/log"
 
 ok resize disk=disk0 size=64M
 has "old-size: 33554432"

@@ -16,12 +16,10 @@ set -u
 iovm=$1 probe=$2
 need_kvm
 command -v python3 >/dev/null || { echo "SKIPPED: python3 missing"; exit 77; }
-make_scratch
+make_scratch_vm
 disk=$scratch/disk.img
 api=$scratch/api.sock
 fallocate -l 32M "$disk" || die "cannot create $disk"
-pid=
-trap '[ -z "$pid" ] || kill -9 "$pid" 2>/dev/null; rm -rf "$scratch"' EXIT
 
 "$iovm" run --kernel "$probe" --memory 128M \
 	--disk "path=$disk,cache=writeback,queues=2" \
@@ -35,9 +33,8 @@ for _ in $(seq 6000); do
 	sleep 0.05
 done
 grep -q '^probe: HOLD' "$scratch/log" || { cat "$scratch/log"; die "no probe: HOLD"; }
-"$iovm" ctl --socket "$api" --json stats >"$scratch/stats.json" ||
-	die "iovm ctl stats: $(cat "$scratch/stats.json")"
-"$iovm" ctl --socket "$api" shutdown || die "iovm ctl shutdown"
+ctl --json stats >"$scratch/stats.json" || die "iovm ctl stats: $(cat "$scratch/stats.json")"
+ok shutdown
 wait "$pid"
 rc=$?
 pid=
