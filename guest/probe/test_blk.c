@@ -369,6 +369,9 @@ static void bench_blk(void)
 	   len, opt_u64("secs", 3), b->msix ? "msix" : "poll",
 	   opt_u64("verify", 1) ? "" : " verify=0");
 	for (unsigned int i = 0; i < ARRAY_SIZE(jobs); i++) {
+		/* only=NAME: one job, for a diagnostic (strace, perf) */
+		if (opt_has("only") && strcmp(opt_str("only", ""), jobs[i].name))
+			continue;
 		jobs[i].off = off;
 		jobs[i].len = len;
 		jobs[i].seed = seed;

@@ -30,7 +30,7 @@ struct blk_dreq {
 					 * iovecs' sum */
 	struct blk_att *att;		/* the queue's context it came from */
 	struct blk_dreq *next;		/* the driver's while it owns it */
-	uint64_t drv[4];		/* the driver's scratch */
+	uint64_t drv[5];		/* the driver's scratch */
 };
 
 /* The watches and timers a context can have armed at once (index). */

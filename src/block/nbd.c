@@ -13,14 +13,18 @@
  *
  * Scattered guest buffers: libnbd has no scatter-gather call, so a READ or
  * WRITE is sent as several commands, all in flight at once; the request is
- * done when all are. A run of memory-contiguous iovecs of NBD_GATHER_MAX
- * or more goes straight from guest memory (split at the server's maximum
- * payload); shorter runs that follow one another are copied into one
- * buffer of NBD_GATHER_MAX and go as one command (nbd_plan.h). Measured,
- * this is the exception to "no bounce buffers": a command per 4k page cost
- * several times the copy. The buffers are a connection's pool, at most
- * NBD_BOUNCE_BUFS, made as scattered I/O first needs them and kept; when
- * all are out, the runs go one command each, uncopied.
+ * done when all are. A run of memory-contiguous iovecs of
+ * NBD_GATHER_DIRECT or more goes straight from guest memory (split at the
+ * server's maximum payload); shorter runs that follow one another are
+ * copied into one buffer and go as one command of up to NBD_GATHER_MAX
+ * (nbd_plan.h). Measured, this is the exception to "no bounce buffers": a
+ * command per 4k page cost several times the copy, and fewer, larger
+ * commands beat more, smaller ones. The buffers come from a ring of
+ * NBD_RING_BYTES per connection (lib/bufring.h; its memory made when
+ * scattered I/O first needs it), all of a request's at once: a request
+ * for which the ring has no room now waits, in order, for the replies that
+ * free it, and one larger than the ring ever holds gathers into memory
+ * made for it alone.
  *
  * Faults: when a connection drops, the requests on it are not failed: they
  * wait and are sent again, whole, on a new connection (reads and writes
@@ -59,11 +63,15 @@
 
 #include "block/driver.h"
 #include "block/nbd_plan.h"
+#include "lib/bufring.h"
 #include "lib/clock.h"
+#include "lib/iov.h"
 #include "lib/log.h"
 
 #define NBD_MAX_CONNS 16
-#define NBD_BOUNCE_BUFS 16	/* a connection's gather buffers, at most */
+/* A connection's gather ring: room for the gathered data of QD32 of 64k
+ * requests, or of one request as large as the virtio-blk queue merges. */
+#define NBD_RING_BYTES (4u << 20)
 /* Watch and timer indexes of a context. */
 #define W_READ 0
 #define W_WRITE 1
@@ -72,15 +80,17 @@
 
 struct nbd_disk;
 
-/* A gather buffer (NBD_GATHER_MAX of data): free in its connection's pool,
- * or holding one command's data, whose iovecs a READ's reply is copied to. */
-struct nbd_bounce {
-	struct nbd_bounce *next;	/* in the pool */
+/* A gathered command's buffer, in its request's gather memory: the
+ * command's data and the iovecs a READ's reply is copied to. */
+struct nbd_gcmd {
 	struct blk_dreq *r;
 	const struct iovec *iov;
 	unsigned int iovcnt;
-	char data[];
+	uint64_t len;
+	char data[] __attribute__((aligned(64)));
 };
+
+_Static_assert(sizeof(struct nbd_gcmd) == 64, "gcmd_size keeps every buffer 64-aligned");
 
 struct nbd_conn {
 	pthread_mutex_t lock;
@@ -96,14 +106,13 @@ struct nbd_conn {
 	uint64_t reads;			/* libnbd calls that may have read the
 					 * socket (see readable_now) */
 	unsigned int users;		/* contexts attached (atomic) */
-	struct nbd_bounce *bounce_free;	/* gather buffers not in use */
-	unsigned int bounces;		/* gather buffers made */
+	struct bufring ring;		/* gather memory */
 };
 
 struct nbd_disk {
 	char *uri;
 	struct nbd_export ex;		/* at open: what the guest was told */
-	uint64_t gather;		/* nbd_plan_commands' gather; 0: none */
+	struct nbd_gather gather;	/* nbd_plan.h; max 0: none */
 	uint64_t timeout_ns;
 	pthread_mutex_t lock;		/* conns[], nconns, next */
 	struct nbd_conn *conns[NBD_MAX_CONNS];
@@ -113,6 +122,7 @@ struct nbd_disk {
 	struct nbd_export seen;		/* the export as last logged */
 	/* counters (atomic) */
 	uint64_t reconnects, retried, failed;
+	uint64_t gather_waits;	/* requests that waited for gather room */
 };
 
 /* A queue's context: its connection, the requests of its own that the
@@ -137,6 +147,7 @@ static struct nbd_conn *conn_of(const struct blk_dreq *r)
 #define R_ERR 1
 #define R_LOST 2
 #define R_DONE 3
+#define R_GATHER 4	/* its gather memory (a pointer), or 0 */
 
 /* Connected and negotiated: waiting for commands (ready) or working on
  * some (processing). */
@@ -274,10 +285,10 @@ static int nbd_open_disk(struct blk_backend *be, const struct disk_cfg *cfg,
 		goto fail;
 	}
 	d->seen = d->ex;
-	d->gather = NBD_GATHER_MAX;
+	d->gather = (struct nbd_gather){ NBD_GATHER_DIRECT, NBD_GATHER_MAX };
 	/* for bench/netdisk.sh's comparison with one command per run */
 	if (getenv("IOVM_NBD_GATHER") && !strcmp(getenv("IOVM_NBD_GATHER"), "0"))
-		d->gather = 0;
+		d->gather = (struct nbd_gather){ 0, 0 };
 	d->timeout_ns = secs * 1000000000ull;
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_mutex_init(&d->seen_lock, NULL);
@@ -306,12 +317,7 @@ fail:
 static void conn_free(struct nbd_conn *c)
 {
 	nbd_close(c->h);
-	while (c->bounce_free) {
-		struct nbd_bounce *b = c->bounce_free;
-
-		c->bounce_free = b->next;
-		free(b);
-	}
+	bufring_destroy(&c->ring);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -325,9 +331,10 @@ static void nbd_close_disk(struct blk_backend *be)
 	nbd_close(d->first);
 	pthread_mutex_destroy(&d->lock);
 	pthread_mutex_destroy(&d->seen_lock);
-	if (d->reconnects || d->retried || d->failed)
+	if (d->reconnects || d->retried || d->failed || d->gather_waits)
 		pr_info("%s: NBD reconnects=%" PRIu64 " requests resent=%" PRIu64
-			" failed=%" PRIu64, d->uri, d->reconnects, d->retried, d->failed);
+			" failed=%" PRIu64 " waited for gather memory=%" PRIu64, d->uri,
+			d->reconnects, d->retried, d->failed, d->gather_waits);
 	free(d->uri);
 	free(d);
 }
@@ -411,6 +418,7 @@ static struct nbd_conn *conn_new(struct nbd_disk *d, struct nbd_handle *h)
 	if (h)
 		c->ex = d->ex;	/* open()'s handle */
 	c->pending_tail = &c->pending;
+	bufring_init(&c->ring, NBD_RING_BYTES);
 	/* Without a handle the first attempt is due now. */
 	nbd_rc_init(&c->rc, d->timeout_ns);
 	if (!h)
@@ -471,6 +479,20 @@ static void finish(struct nbd_conn *c, struct blk_dreq *r, int res)
 	__atomic_sub_fetch(&x->owned, 1, __ATOMIC_RELEASE);
 }
 
+/* Gives r's gather memory back (conn lock held). */
+static void gather_release(struct nbd_conn *c, struct blk_dreq *r)
+{
+	void *p = (void *)(uintptr_t)r->drv[R_GATHER];
+
+	if (!p)
+		return;
+	r->drv[R_GATHER] = 0;
+	if (bufring_owns(&c->ring, p))
+		bufring_free(&c->ring, p);
+	else
+		free(p);
+}
+
 static bool conn_error(int e)
 {
 	return e == ENOTCONN || e == ECONNRESET || e == EPIPE || e == ESHUTDOWN ||
@@ -492,6 +514,7 @@ static void command_done(struct blk_dreq *r, int *error)
 	}
 	if (--r->drv[R_LEFT])
 		return;
+	gather_release(c, r);
 	if (r->drv[R_LOST]) {
 		/* sent again, whole, once there is a connection */
 		__atomic_add_fetch(&c->disk->retried, 1, __ATOMIC_RELAXED);
@@ -522,46 +545,67 @@ _Static_assert(NBD_PLAN_FLAG_NO_HOLE == LIBNBD_CMD_FLAG_NO_HOLE,
 struct send_ctx {
 	struct nbd_conn *c;
 	struct blk_dreq *r;
+	char *next;		/* the next gathered command's buffer */
 };
 
-/* A gathered command's reply: a READ's data go to the guest's iovecs, the
- * buffer back to the pool (conn lock held, as in on_reply). */
+/* Bytes of gather memory a gathered command of len bytes takes. */
+static uint64_t gcmd_size(uint64_t len)
+{
+	return sizeof(struct nbd_gcmd) + (len + 63) / 64 * 64;
+}
+
+/* nbd_plan_request's send in a dry run: adds up the gather memory. */
+static int count_gather(void *opaque, const struct nbd_cmd *cmd)
+{
+	uint64_t *need = opaque;
+
+	if ((cmd->cmd == NBD_PLAN_READ || cmd->cmd == NBD_PLAN_WRITE) && !cmd->buf)
+		*need += gcmd_size(cmd->len);
+	return 0;
+}
+
+/* Makes the gather memory r's commands on c need, all at once, into
+ * r->drv[R_GATHER] (0 when r gathers nothing). Returns 0, -ENOMEM, or
+ * -EAGAIN when the ring has no room now: r waits for the replies that
+ * make some. A request that needs more than the ring can ever give gets
+ * memory of its own. */
+static int gather_reserve(struct nbd_conn *c, struct blk_dreq *r)
+{
+	uint64_t need = 0;
+	void *p = NULL;
+
+	r->drv[R_GATHER] = 0;
+	if (r->iovcnt < 2 || !c->disk->gather.max ||
+	    (r->op != BLK_OP_READ && r->op != BLK_OP_WRITE))
+		return 0;
+	nbd_plan_request(&c->ex, r->op, r->iov, r->iovcnt, r->offset, r->len,
+			 &c->disk->gather, count_gather, &need);
+	if (!need)
+		return 0;
+	if (need <= bufring_max(&c->ring)) {
+		p = bufring_alloc(&c->ring, need);
+		/* an empty ring has room: then its memory could not be made */
+		if (!p && c->ring.live)
+			return -EAGAIN;
+	}
+	if (!p)
+		p = aligned_alloc(64, need);	/* need: a multiple of 64 */
+	if (!p)
+		return -ENOMEM;
+	r->drv[R_GATHER] = (uint64_t)(uintptr_t)p;
+	return 0;
+}
+
+/* A gathered command's reply: a READ's data go to the guest's iovecs
+ * (conn lock held, as in on_reply). */
 static int on_gather_reply(void *user_data, int *error)
 {
-	struct nbd_bounce *b = user_data;
-	struct blk_dreq *r = b->r;
-	struct nbd_conn *c = conn_of(r);
+	struct nbd_gcmd *g = user_data;
 
-	if (r->op == BLK_OP_READ && !*error) {
-		const char *p = b->data;
-
-		for (unsigned int i = 0; i < b->iovcnt; i++) {
-			memcpy(b->iov[i].iov_base, p, b->iov[i].iov_len);
-			p += b->iov[i].iov_len;
-		}
-	}
-	b->next = c->bounce_free;
-	c->bounce_free = b;
-	return on_reply(r, error);
+	if (g->r->op == BLK_OP_READ && !*error)
+		iov_from_buf(g->iov, g->iovcnt, 0, g->data, g->len);
+	return on_reply(g->r, error);
 }
-
-static struct nbd_bounce *bounce_get(struct nbd_conn *c)
-{
-	struct nbd_bounce *b = c->bounce_free;
-
-	if (b) {
-		c->bounce_free = b->next;
-		return b;
-	}
-	if (c->bounces == NBD_BOUNCE_BUFS)
-		return NULL;
-	b = malloc(sizeof(*b) + NBD_GATHER_MAX);
-	if (b)
-		c->bounces++;
-	return b;
-}
-
-static int send_cmd(void *opaque, const struct nbd_cmd *cmd);
 
 /* Whether a command whose nbd_aio_* call returned -1 was queued all the
  * same. libnbd 1.14 queues a command before it runs its state machine to
@@ -569,50 +613,41 @@ static int send_cmd(void *opaque, const struct nbd_cmd *cmd);
  * the handle dies and retires every queued command, running its callback
  * with ENOTCONN, and the call still returns -1. So if any callback of r
  * ran during the call, the machine died and this command's ran too (it
- * is accounted for, its buffer back in the pool); if none did, it was
- * never queued. done is r->drv[R_DONE] from before the call. (Counting
- * it twice left R_LEFT wrapped and the request waiting for ever: seen in
- * netdisk-tcg nbd-restart.) */
+ * is accounted for); if none did, it was never queued. done is
+ * r->drv[R_DONE] from before the call. (Counting it twice left R_LEFT
+ * wrapped and the request waiting for ever: seen in netdisk-tcg
+ * nbd-restart.) */
 static bool queued(const struct blk_dreq *r, uint64_t done)
 {
 	return r->drv[R_DONE] != done;
 }
 
-/* A READ or WRITE command of scattered iovecs, through a pool buffer;
- * with none free, one command per run, uncopied. */
+/* A READ or WRITE command of scattered iovecs, through its slice of the
+ * request's gather memory. */
 static int send_gathered(struct send_ctx *s, const struct nbd_cmd *cmd)
 {
 	nbd_completion_callback cb = { .callback = on_gather_reply };
-	struct nbd_bounce *b = bounce_get(s->c);
+	struct nbd_gcmd *g = (struct nbd_gcmd *)s->next;
 	uint64_t done;
 	int64_t cookie;
 
-	if (!b)
-		return nbd_plan_commands(cmd->cmd, cmd->iov, cmd->iovcnt, cmd->off,
-					 s->c->ex.max_payload, 0, send_cmd, s);
-	*b = (struct nbd_bounce){ .r = s->r, .iov = cmd->iov, .iovcnt = cmd->iovcnt };
-	cb.user_data = b;
+	s->next += gcmd_size(cmd->len);
+	*g = (struct nbd_gcmd){ .r = s->r, .iov = cmd->iov, .iovcnt = cmd->iovcnt,
+				.len = cmd->len };
+	cb.user_data = g;
 	done = s->r->drv[R_DONE];
 	s->r->drv[R_LEFT]++;
 	if (cmd->cmd == NBD_PLAN_READ) {
-		cookie = nbd_aio_pread(s->c->h, b->data, cmd->len, cmd->off, cb, 0);
+		cookie = nbd_aio_pread(s->c->h, g->data, cmd->len, cmd->off, cb, 0);
 	} else {
-		char *p = b->data;
-
-		for (unsigned int i = 0; i < cmd->iovcnt; i++) {
-			memcpy(p, cmd->iov[i].iov_base, cmd->iov[i].iov_len);
-			p += cmd->iov[i].iov_len;
-		}
-		cookie = nbd_aio_pwrite(s->c->h, b->data, cmd->len, cmd->off, cb, 0);
+		iov_to_buf(cmd->iov, cmd->iovcnt, 0, g->data, cmd->len);
+		cookie = nbd_aio_pwrite(s->c->h, g->data, cmd->len, cmd->off, cb, 0);
 	}
 	if (cookie < 0) {
 		int ret = libnbd_err();
 
-		if (!queued(s->r, done)) {
+		if (!queued(s->r, done))
 			s->r->drv[R_LEFT]--;
-			b->next = s->c->bounce_free;
-			s->c->bounce_free = b;
-		}
 		return ret;
 	}
 	return 0;
@@ -659,19 +694,23 @@ static int send_cmd(void *opaque, const struct nbd_cmd *cmd)
 
 /* Sends r on c's ready connection, planned on the export as that
  * connection found it. r is finished here if nothing went out, or handed
- * back to pending if the connection died meanwhile. */
-static void send_req(struct nbd_conn *c, struct blk_dreq *r)
+ * back to pending if the connection died meanwhile. Returns false, having
+ * done nothing, when r must wait for room in the gather ring. */
+static bool send_req(struct nbd_conn *c, struct blk_dreq *r)
 {
-	struct send_ctx s = { c, r };
-	int ret, none = 0;
+	int ret = gather_reserve(c, r), none = 0;
+	struct send_ctx s = { c, r, (char *)(uintptr_t)r->drv[R_GATHER] };
 
+	if (ret == -EAGAIN)
+		return false;
 	c->reads++;	/* (sending should not read; counted to be sure) */
 	r->drv[R_LEFT] = 1;	/* held until all are sent */
 	r->drv[R_ERR] = 0;
 	r->drv[R_LOST] = 0;
 	r->drv[R_DONE] = 0;
-	ret = nbd_plan_request(&c->ex, r->op, r->iov, r->iovcnt, r->offset, r->len,
-			       c->disk->gather, send_cmd, &s);
+	if (!ret)
+		ret = nbd_plan_request(&c->ex, r->op, r->iov, r->iovcnt, r->offset, r->len,
+				       &c->disk->gather, send_cmd, &s);
 	if (ret == NBD_PLAN_NOTHING)
 		ret = 0;
 	if (ret && (conn_error(-ret) || !live(c->h))) {
@@ -681,6 +720,7 @@ static void send_req(struct nbd_conn *c, struct blk_dreq *r)
 	}
 	/* drop the hold: this finishes it if nothing is out */
 	command_done(r, &none);
+	return true;
 }
 
 /* Makes c's handle die now, with its commands, and closes it: the socket
@@ -832,8 +872,10 @@ static void came_up(struct nbd_conn *c)
 	}
 }
 
-/* Sends each waiting request once: one that comes back (its connection
- * failed while it went out) waits for the next pass, not for this loop. */
+/* Sends the waiting requests, in order, each once: one that comes back
+ * (its connection failed while it went out) waits for the next pass, not
+ * for this loop; once one must wait for gather room, it and all after it
+ * wait. */
 static void resend(struct nbd_conn *c)
 {
 	struct blk_dreq *r = c->pending, *next;
@@ -842,10 +884,12 @@ static void resend(struct nbd_conn *c)
 	c->pending_tail = &c->pending;
 	for (; r; r = next) {
 		next = r->next;
-		if (live(c->h))
-			send_req(c, r);
-		else
-			pend(c, r);
+		if (!live(c->h) || !send_req(c, r)) {
+			*c->pending_tail = r;	/* r and the rest, linked */
+			while (*c->pending_tail)
+				c->pending_tail = &(*c->pending_tail)->next;
+			return;
+		}
 	}
 }
 
@@ -972,12 +1016,14 @@ static int nbd_submit(struct blk_att *att, struct blk_dreq *r)
 		service(c);
 	}
 	__atomic_add_fetch(&x->owned, 1, __ATOMIC_RELAXED);
-	if (live(c->h))
-		send_req(c, r);
-	else if (nbd_rc_expired(&c->rc, mono_ns()))
+	if (!live(c->h) && nbd_rc_expired(&c->rc, mono_ns()))
 		ret = -EIO;	/* gone past the timeout: fail fast */
-	else
-		pend(c, r);
+	else if (!live(c->h))
+		pend(c, r);	/* waits for a connection */
+	else if (c->pending || !send_req(c, r)) {
+		pend(c, r);	/* waits for gather room, behind any waiting */
+		__atomic_add_fetch(&d->gather_waits, 1, __ATOMIC_RELAXED);
+	}
 	if (!ret)
 		arm(att, c);
 	else

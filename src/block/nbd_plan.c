@@ -67,10 +67,13 @@ static int send_gathered(enum nbd_plan_cmd kind, const struct iovec *iov, unsign
 }
 
 int nbd_plan_commands(enum nbd_plan_cmd kind, const struct iovec *iov,
-		      unsigned int iovcnt, uint64_t offset, uint64_t max, uint64_t gather,
+		      unsigned int iovcnt, uint64_t offset, uint64_t max,
+		      const struct nbd_gather *how,
 		      int (*send)(void *opaque, const struct nbd_cmd *cmd),
 		      void *opaque)
 {
+	uint64_t direct = how && how->max ? how->direct : 0;
+	uint64_t gather = how ? how->max : 0;
 	struct gathered g = { 0 };
 	unsigned int i = 0;
 	int ret;
@@ -94,7 +97,7 @@ int nbd_plan_commands(enum nbd_plan_cmd kind, const struct iovec *iov,
 		}
 		if (!len)
 			continue;
-		if (len < gather) {
+		if (len < direct) {
 			if (g.runs && g.len + len > gather &&
 			    (ret = send_gathered(kind, iov, start, &g, send, opaque)))
 				return ret;
@@ -149,10 +152,11 @@ static bool in_export(const struct nbd_export *e, uint64_t offset, uint64_t len)
 
 int nbd_plan_request(const struct nbd_export *e, enum blk_op op,
 		     const struct iovec *iov, unsigned int iovcnt,
-		     uint64_t offset, uint64_t len, uint64_t gather,
+		     uint64_t offset, uint64_t len, const struct nbd_gather *g,
 		     int (*send)(void *opaque, const struct nbd_cmd *cmd),
 		     void *opaque)
 {
+	struct nbd_gather cut = { 0 };
 	struct nbd_cmd c = { 0 };
 
 	if (op == BLK_OP_FLUSH) {
@@ -169,9 +173,12 @@ int nbd_plan_request(const struct nbd_export *e, enum blk_op op,
 	switch (op) {
 	case BLK_OP_READ:
 	case BLK_OP_WRITE:
+		if (g) {
+			cut.max = g->max < e->max_payload ? g->max : e->max_payload;
+			cut.direct = g->direct < cut.max ? g->direct : cut.max;
+		}
 		return nbd_plan_commands(op == BLK_OP_READ ? NBD_PLAN_READ : NBD_PLAN_WRITE,
-					 iov, iovcnt, offset, e->max_payload,
-					 gather < e->max_payload ? gather : e->max_payload,
+					 iov, iovcnt, offset, e->max_payload, &cut,
 					 send, opaque);
 	case BLK_OP_DISCARD:
 		c.cmd = NBD_PLAN_TRIM;

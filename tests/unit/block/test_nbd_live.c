@@ -7,7 +7,10 @@
  * queue's thread, or libnbd itself, read it first) does not stop the next
  * request. A server that keeps its connection and answers nothing (held
  * replies, SIGSTOP) is cut after the timeout, its requests fail, and the
- * disk works again once the server does. SKIPPED (77) without nbdkit or an NBD-enabled build. */
+ * disk works again once the server does. Scattered requests that need
+ * more gather memory than a connection's ring holds wait for it, in
+ * order, and all complete with their data. SKIPPED (77) without nbdkit or
+ * an NBD-enabled build. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -51,10 +54,10 @@ static void server_start_with(const char *filter)
 	if (!server) {
 		if (filter)
 			execlp("nbdkit", "nbdkit", "-f", "-t", "1", "-U", sock, "-P", pidf,
-			       filter, "memory", "1M", "delay-write=30", (char *)NULL);
+			       filter, "memory", "32M", "delay-write=30", (char *)NULL);
 		else
 			execlp("nbdkit", "nbdkit", "-f", "-U", sock, "-P", pidf, "memory",
-			       "1M", (char *)NULL);
+			       "32M", (char *)NULL);
 		_exit(127);
 	}
 	for (;;) {
@@ -338,6 +341,130 @@ static void test_server_stopped(void **state)
 	disk_close(q, &be);
 }
 
+#define GREQS 24		/* 512 KiB each: 12 MiB, three rings' worth */
+#define GRUNS 64		/* 8 KiB pieces, 8 KiB apart: all gathered */
+#define BIG_RUNS 640		/* 5 MiB: more than the ring ever holds */
+
+static void fill_runs(struct iovec *v, char *base, unsigned int runs, unsigned int seed)
+{
+	for (unsigned int k = 0; k < runs; k++) {
+		v[k] = (struct iovec){ base + k * 16384, 8192 };
+		for (unsigned int b = 0; b < 8192; b++)
+			((unsigned char *)v[k].iov_base)[b] = (unsigned char)(seed * 131 + k * 7 + b);
+	}
+}
+
+static unsigned int nbytes_done;
+
+static void count_bytes(void *tag, int res)
+{
+	assert_true(res > 0);
+	nbytes_done += (unsigned int)res;
+	ndone++;
+}
+
+/* Reads len bytes at off into buf, one iovec. */
+static void read_flat(struct blk_queue *q, struct blk_backend *be, char *buf,
+		      uint64_t len, uint64_t off)
+{
+	struct iovec v = { buf, len };
+
+	done = false;
+	assert_int_equal(blkq_rw(q, be, BLK_OP_READ, &v, 1, off, on_done, NULL), 0);
+	assert_true(blkq_submit(q) >= 0);
+	while (!done)
+		assert_true(blkq_reap(q, true) >= 0);
+	assert_int_equal(result, (int)len);
+}
+
+/* Scattered writes, then scattered reads, each batch needing three times
+ * the gather memory a connection's ring holds (4 MiB), submitted at once:
+ * by construction the ring is full after the seventh (nothing reads a
+ * reply while requests are submitted), so the rest wait and go as replies
+ * free room. Plus one request larger than the ring, which gathers into
+ * memory of its own. Every byte arrives where it belongs, both ways, and
+ * the disk's closing line counts the requests that waited. */
+static void test_gather_ring_full(void **state)
+{
+	static char wbuf[GREQS][GRUNS * 16384], rbuf[GREQS][GRUNS * 16384];
+	static char big[BIG_RUNS * 16384], flat[BIG_RUNS * 8192];
+	static struct iovec wv[GREQS][GRUNS], rv[GREQS][GRUNS], bv[BIG_RUNS];
+	const uint64_t big_off = (uint64_t)GREQS * GRUNS * 8192;
+	struct blk_backend be = { 0 };
+	struct blk_queue *q;
+	char log[256] = "", line[512];
+	int saved, fd;
+	FILE *f;
+
+	server_start();
+	q = disk_open(&be, 32);
+	ndone = 0;
+	for (unsigned int i = 0; i < GREQS; i++) {
+		fill_runs(wv[i], wbuf[i], GRUNS, i);
+		assert_int_equal(blkq_rw(q, &be, BLK_OP_WRITE, wv[i], GRUNS,
+					 (uint64_t)i * GRUNS * 8192, count_bytes, NULL), 0);
+	}
+	fill_runs(bv, big, BIG_RUNS, 99);
+	assert_int_equal(blkq_rw(q, &be, BLK_OP_WRITE, bv, BIG_RUNS, big_off,
+				 count_bytes, NULL), 0);
+	assert_true(blkq_submit(q) >= 0);
+	while (ndone < GREQS + 1)
+		assert_true(blkq_reap(q, true) >= 0);
+
+	/* what the server holds: each piece in order, flat */
+	for (unsigned int i = 0; i < GREQS; i++) {
+		read_flat(q, &be, flat, GRUNS * 8192, (uint64_t)i * GRUNS * 8192);
+		for (unsigned int k = 0; k < GRUNS; k++)
+			assert_memory_equal(flat + k * 8192, wv[i][k].iov_base, 8192);
+	}
+	read_flat(q, &be, flat, sizeof(flat), big_off);
+	for (unsigned int k = 0; k < BIG_RUNS; k++)
+		assert_memory_equal(flat + k * 8192, bv[k].iov_base, 8192);
+
+	/* and read back scattered, through the gather memory */
+	ndone = 0;
+	memset(rbuf, 0, sizeof(rbuf));
+	for (unsigned int i = 0; i < GREQS; i++) {
+		for (unsigned int k = 0; k < GRUNS; k++)
+			rv[i][k] = (struct iovec){ rbuf[i] + k * 16384, 8192 };
+		assert_int_equal(blkq_rw(q, &be, BLK_OP_READ, rv[i], GRUNS,
+					 (uint64_t)i * GRUNS * 8192, count_bytes, NULL), 0);
+	}
+	memset(big, 0, sizeof(big));
+	assert_int_equal(blkq_rw(q, &be, BLK_OP_READ, bv, BIG_RUNS, big_off,
+				 count_bytes, NULL), 0);
+	assert_true(blkq_submit(q) >= 0);
+	while (ndone < GREQS + 1)
+		assert_true(blkq_reap(q, true) >= 0);
+	for (unsigned int i = 0; i < GREQS; i++)
+		for (unsigned int k = 0; k < GRUNS; k++)
+			assert_memory_equal(rv[i][k].iov_base, wv[i][k].iov_base, 8192);
+	/* flat still holds the big one as the server has it, checked */
+	for (unsigned int k = 0; k < BIG_RUNS; k++)
+		assert_memory_equal(bv[k].iov_base, flat + k * 8192, 8192);
+
+	/* the closing line: requests waited (17 of each batch at least) */
+	fflush(stderr);
+	saved = dup(2);
+	f = tmpfile();
+	assert_non_null(f);
+	fd = fileno(f);
+	dup2(fd, 2);
+	blkq_destroy(q);
+	blk_close(&be);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	rewind(f);
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "waited for gather memory="))
+			snprintf(log, sizeof(log), "%s", strstr(line, "waited"));
+	fclose(f);
+	server_kill();
+	printf("closing line: %s", log);
+	assert_true(strtoul(log + strlen("waited for gather memory="), NULL, 10) >= 34);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -346,6 +473,7 @@ int main(void)
 		cmocka_unit_test(test_read_event_with_nothing_to_read),
 		cmocka_unit_test(test_server_silent_with_writes_out),
 		cmocka_unit_test(test_server_stopped),
+		cmocka_unit_test(test_gather_ring_full),
 	};
 	int ret;
 

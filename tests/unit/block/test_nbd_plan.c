@@ -95,7 +95,7 @@ static int plan(const struct nbd_export *e, enum blk_op op, uint64_t off,
 
 	ncmds = 0;
 	fail_at = -1;
-	return nbd_plan_request(e, op, &v, 1, off, len, 0, rec_cmd, NULL);
+	return nbd_plan_request(e, op, &v, 1, off, len, NULL, rec_cmd, NULL);
 }
 
 static const struct nbd_export all = {
@@ -240,11 +240,13 @@ static void test_gather(void **state)
 		{ m + 65536, 20000 },			/* 5: long, split at 16k */
 		{ m + 131072, 1024 },			/* 6: alone: direct */
 	};
+	const struct nbd_gather g12k = { 12288, 12288 }, g128k = { 131072, 131072 },
+				g4k = { 4096, 4096 }, none = { 4096, 0 };
 	uint64_t sum = 0;
 
 	ncmds = 0;
 	fail_at = -1;
-	assert_int_equal(nbd_plan_commands(NBD_PLAN_READ, v, 7, 512, 16384, 12288, rec_cmd, NULL), 0);
+	assert_int_equal(nbd_plan_commands(NBD_PLAN_READ, v, 7, 512, 16384, &g12k, rec_cmd, NULL), 0);
 	assert_int_equal(ncmds, 5);
 	for (int i = 0; i < ncmds; i++)
 		assert_int_equal(cmds[i].cmd, NBD_PLAN_READ);
@@ -271,16 +273,20 @@ static void test_gather(void **state)
 	assert_int_equal(sum, 4 * 4096 + 20000 + 1024);
 	/* gather 0: one command per run, as nbd_plan_segments */
 	ncmds = 0;
-	assert_int_equal(nbd_plan_commands(NBD_PLAN_READ, v, 7, 0, 16384, 0, rec_cmd, NULL), 0);
+	assert_int_equal(nbd_plan_commands(NBD_PLAN_READ, v, 7, 0, 16384, NULL, rec_cmd, NULL), 0);
 	assert_int_equal(ncmds, 7);
 	for (int i = 0; i < ncmds; i++)
 		assert_non_null(cmds[i].buf);
+	/* max 0 gathers nothing, whatever direct says */
+	ncmds = 0;
+	assert_int_equal(nbd_plan_commands(NBD_PLAN_READ, v, 7, 0, 16384, &none, rec_cmd, NULL), 0);
+	assert_int_equal(ncmds, 7);
 	/* a contiguous 64k of 4k iovecs is one run: from guest memory */
 	struct iovec c[16];
 	for (int i = 0; i < 16; i++)
 		c[i] = (struct iovec){ m + i * 4096, 4096 };
 	ncmds = 0;
-	assert_int_equal(nbd_plan_commands(NBD_PLAN_WRITE, c, 16, 0, 1 << 20, 131072, rec_cmd, NULL), 0);
+	assert_int_equal(nbd_plan_commands(NBD_PLAN_WRITE, c, 16, 0, 1 << 20, &g128k, rec_cmd, NULL), 0);
 	assert_int_equal(ncmds, 1);
 	assert_ptr_equal(cmds[0].buf, m);
 	assert_int_equal(cmds[0].len, 65536);
@@ -288,7 +294,7 @@ static void test_gather(void **state)
 	for (int i = 0; i < 16; i++)
 		c[i] = (struct iovec){ m + i * 8192, 4096 };
 	ncmds = 0;
-	assert_int_equal(nbd_plan_commands(NBD_PLAN_WRITE, c, 16, 0, 1 << 20, 131072, rec_cmd, NULL), 0);
+	assert_int_equal(nbd_plan_commands(NBD_PLAN_WRITE, c, 16, 0, 1 << 20, &g128k, rec_cmd, NULL), 0);
 	assert_int_equal(ncmds, 1);
 	assert_null(cmds[0].buf);
 	assert_int_equal(cmds[0].iovcnt, 16);
@@ -296,19 +302,61 @@ static void test_gather(void **state)
 	/* leading empty iovecs: the single run goes direct from its data */
 	struct iovec e[] = { { m + 500, 0 }, { m + 4096, 512 } };
 	ncmds = 0;
-	assert_int_equal(nbd_plan_commands(NBD_PLAN_READ, e, 2, 0, 16384, 4096, rec_cmd, NULL), 0);
+	assert_int_equal(nbd_plan_commands(NBD_PLAN_READ, e, 2, 0, 16384, &g4k, rec_cmd, NULL), 0);
 	assert_int_equal(ncmds, 1);
 	assert_ptr_equal(cmds[0].buf, m + 4096);
 	/* the first error stops the plan */
 	ncmds = 0;
 	fail_at = 1;
-	assert_int_equal(nbd_plan_commands(NBD_PLAN_READ, v, 7, 0, 16384, 12288, rec_cmd, NULL), -5);
+	assert_int_equal(nbd_plan_commands(NBD_PLAN_READ, v, 7, 0, 16384, &g12k, rec_cmd, NULL), -5);
 	assert_int_equal(ncmds, 1);
 	fail_at = -1;
 }
 
-/* nbd_plan_request gathers with the driver's limit, but never past the
- * export's maximum payload. */
+/* direct below max: runs of direct bytes or more go from guest memory,
+ * shorter ones are gathered up to max a command, across the long ones'
+ * places in the order. */
+static void test_gather_direct(void **state)
+{
+	static char m[1 << 20];
+	const struct nbd_gather g = { 16384, 65536 };
+	struct iovec v[12];
+	int i;
+
+	/* 8 scattered 8k runs, a 16k run, 4 scattered 8k runs */
+	for (i = 0; i < 8; i++)
+		v[i] = (struct iovec){ m + i * 16384, 8192 };
+	v[8] = (struct iovec){ m + 200000, 16384 };
+	for (i = 9; i < 12; i++)
+		v[i] = (struct iovec){ m + 300000 + i * 16384, 8192 };
+	ncmds = 0;
+	fail_at = -1;
+	assert_int_equal(nbd_plan_commands(NBD_PLAN_WRITE, v, 12, 0, 1 << 20, &g, rec_cmd, NULL), 0);
+	assert_int_equal(ncmds, 3);
+	assert_null(cmds[0].buf);
+	assert_int_equal(cmds[0].iovcnt, 8);
+	assert_int_equal(cmds[0].len, 65536);
+	assert_ptr_equal(cmds[1].buf, m + 200000);
+	assert_int_equal(cmds[1].len, 16384);
+	assert_int_equal(cmds[1].off, 65536);
+	assert_null(cmds[2].buf);
+	assert_ptr_equal(cmds[2].iov, v + 9);
+	assert_int_equal(cmds[2].iovcnt, 3);
+	assert_int_equal(cmds[2].len, 3 * 8192);
+	assert_int_equal(cmds[2].off, 65536 + 16384);
+	/* nine 8k runs: 64k gathered, the ninth alone goes direct */
+	v[8] = (struct iovec){ m + 200000, 8192 };
+	ncmds = 0;
+	assert_int_equal(nbd_plan_commands(NBD_PLAN_READ, v, 9, 0, 1 << 20, &g, rec_cmd, NULL), 0);
+	assert_int_equal(ncmds, 2);
+	assert_int_equal(cmds[0].len, 65536);
+	assert_ptr_equal(cmds[1].buf, m + 200000);
+	assert_int_equal(cmds[1].len, 8192);
+}
+
+/* nbd_plan_request gathers with the driver's limits, but never past the
+ * export's maximum payload (direct is cut to it as well: 1k runs are
+ * still gathered, 4k a command). */
 static void test_request_gathers(void **state)
 {
 	static char m[1 << 16];
@@ -319,7 +367,8 @@ static void test_request_gathers(void **state)
 		c[i] = (struct iovec){ m + i * 2048, 1024 };
 	ncmds = 0;
 	fail_at = -1;
-	assert_int_equal(nbd_plan_request(&e, BLK_OP_WRITE, c, 16, 0, 16384, 131072,
+	assert_int_equal(nbd_plan_request(&e, BLK_OP_WRITE, c, 16, 0, 16384,
+					  &(struct nbd_gather){ 131072, 1 << 20 },
 					  rec_cmd, NULL), 0);
 	assert_int_equal(ncmds, 4);
 	for (int i = 0; i < ncmds; i++) {
@@ -473,6 +522,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_segments),
 		cmocka_unit_test(test_gather),
+		cmocka_unit_test(test_gather_direct),
 		cmocka_unit_test(test_request_gathers),
 		cmocka_unit_test(test_request_commands),
 		cmocka_unit_test(test_zero_flags),
