@@ -193,6 +193,7 @@ static void read_export(struct nbd_handle *h, struct nbd_export *e)
 		.can_flush = nbd_can_flush(h) == 1,
 		.can_trim = nbd_can_trim(h) == 1,
 		.can_zero = nbd_can_zero(h) == 1,
+		.can_fua = nbd_can_fua(h) == 1,
 		.multi_conn = nbd_can_multi_conn(h) == 1,
 	};
 }
@@ -539,7 +540,8 @@ static int on_reply(void *user_data, int *error)
 	return 1;
 }
 
-_Static_assert(NBD_PLAN_FLAG_NO_HOLE == LIBNBD_CMD_FLAG_NO_HOLE,
+_Static_assert(NBD_PLAN_FLAG_NO_HOLE == LIBNBD_CMD_FLAG_NO_HOLE &&
+	       NBD_PLAN_FLAG_FUA == LIBNBD_CMD_FLAG_FUA,
 	       "nbd_plan's flags are the protocol's, as libnbd's are");
 
 struct send_ctx {
@@ -641,7 +643,8 @@ static int send_gathered(struct send_ctx *s, const struct nbd_cmd *cmd)
 		cookie = nbd_aio_pread(s->c->h, g->data, cmd->len, cmd->off, cb, 0);
 	} else {
 		iov_to_buf(cmd->iov, cmd->iovcnt, 0, g->data, cmd->len);
-		cookie = nbd_aio_pwrite(s->c->h, g->data, cmd->len, cmd->off, cb, 0);
+		cookie = nbd_aio_pwrite(s->c->h, g->data, cmd->len, cmd->off, cb,
+					cmd->flags);
 	}
 	if (cookie < 0) {
 		int ret = libnbd_err();
@@ -670,7 +673,7 @@ static int send_cmd(void *opaque, const struct nbd_cmd *cmd)
 		cookie = nbd_aio_pread(h, cmd->buf, cmd->len, cmd->off, cb, 0);
 		break;
 	case NBD_PLAN_WRITE:
-		cookie = nbd_aio_pwrite(h, cmd->buf, cmd->len, cmd->off, cb, 0);
+		cookie = nbd_aio_pwrite(h, cmd->buf, cmd->len, cmd->off, cb, cmd->flags);
 		break;
 	case NBD_PLAN_FLUSH:
 		cookie = nbd_aio_flush(h, cb, 0);
@@ -851,8 +854,11 @@ static void report_changes(struct nbd_conn *c)
 			      now->can_flush ? "yes" : "no", now->can_trim ? "yes" : "no",
 			      now->can_zero ? "yes" : "no");
 	if ((ch & NBD_CHANGED_MULTI_CONN) && n < (int)sizeof(msg))
-		snprintf(msg + n, sizeof(msg) - n, "; multi-conn %s", now->multi_conn ?
-			 "offered" : "no longer offered (a FLUSH covers its own queue's connection only)");
+		snprintf(msg + n, sizeof(msg) - n, "; multi-conn %s", now->multi_conn ? "offered" :
+			 now->can_fua ? "no longer offered (writes go with FUA, so that a FLUSH "
+					"on any connection still covers them)" :
+					"no longer offered, and no FUA (a FLUSH covers the writes "
+					"of its own queue's connection only)");
 	pr_warn("%s: the NBD export changed%s", d->uri, msg);
 }
 
@@ -863,6 +869,13 @@ static void came_up(struct nbd_conn *c)
 	if (!c->rc.down)
 		return;
 	read_export(c->h, &c->ex);
+	/* A disk opened with multi-conn runs a connection per queue, and a
+	 * FLUSH goes on its own queue's only. If the server stopped offering
+	 * multi-conn, that FLUSH no longer covers writes answered on the
+	 * others: this connection then writes with FUA (each write durable
+	 * once answered), so whatever connection a FLUSH goes on, every
+	 * write answered before it is covered. */
+	c->ex.fua_writes = c->disk->ex.multi_conn && !c->ex.multi_conn && c->ex.can_fua;
 	report_changes(c);
 	/* the stall clock starts afresh: nothing is owed yet */
 	nbd_rc_stalled(&c->rc, mono_ns(), c->replies, false);

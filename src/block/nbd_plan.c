@@ -45,12 +45,12 @@ struct gathered {
 	uint64_t len, off;
 };
 
-static int send_gathered(enum nbd_plan_cmd kind, const struct iovec *iov, unsigned int end,
-			 struct gathered *g,
+static int send_gathered(enum nbd_plan_cmd kind, uint32_t flags, const struct iovec *iov,
+			 unsigned int end, struct gathered *g,
 			 int (*send)(void *opaque, const struct nbd_cmd *cmd),
 			 void *opaque)
 {
-	struct nbd_cmd cmd = { .cmd = kind, .iov = iov + g->first,
+	struct nbd_cmd cmd = { .cmd = kind, .flags = flags, .iov = iov + g->first,
 			       .iovcnt = end - g->first, .len = g->len, .off = g->off };
 	unsigned int i = g->first;
 
@@ -59,14 +59,14 @@ static int send_gathered(enum nbd_plan_cmd kind, const struct iovec *iov, unsign
 	if (g->runs == 1) {
 		while (!iov[i].iov_len)
 			i++;
-		cmd = (struct nbd_cmd){ .cmd = kind, .buf = iov[i].iov_base,
+		cmd = (struct nbd_cmd){ .cmd = kind, .flags = flags, .buf = iov[i].iov_base,
 					.len = g->len, .off = g->off };
 	}
 	g->runs = 0;
 	return send(opaque, &cmd);
 }
 
-int nbd_plan_commands(enum nbd_plan_cmd kind, const struct iovec *iov,
+int nbd_plan_commands(enum nbd_plan_cmd kind, uint32_t flags, const struct iovec *iov,
 		      unsigned int iovcnt, uint64_t offset, uint64_t max,
 		      const struct nbd_gather *how,
 		      int (*send)(void *opaque, const struct nbd_cmd *cmd),
@@ -99,7 +99,7 @@ int nbd_plan_commands(enum nbd_plan_cmd kind, const struct iovec *iov,
 			continue;
 		if (len < direct) {
 			if (g.runs && g.len + len > gather &&
-			    (ret = send_gathered(kind, iov, start, &g, send, opaque)))
+			    (ret = send_gathered(kind, flags, iov, start, &g, send, opaque)))
 				return ret;
 			if (!g.runs)
 				g = (struct gathered){ start, 0, 0, offset };
@@ -108,10 +108,10 @@ int nbd_plan_commands(enum nbd_plan_cmd kind, const struct iovec *iov,
 			offset += len;
 			continue;
 		}
-		if ((ret = send_gathered(kind, iov, start, &g, send, opaque)))
+		if ((ret = send_gathered(kind, flags, iov, start, &g, send, opaque)))
 			return ret;
 		while (len) {
-			struct nbd_cmd cmd = { .cmd = kind, .buf = base,
+			struct nbd_cmd cmd = { .cmd = kind, .flags = flags, .buf = base,
 					       .len = len < max ? len : max, .off = offset };
 
 			if ((ret = send(opaque, &cmd)))
@@ -121,7 +121,7 @@ int nbd_plan_commands(enum nbd_plan_cmd kind, const struct iovec *iov,
 			len -= cmd.len;
 		}
 	}
-	return send_gathered(kind, iov, iovcnt, &g, send, opaque);
+	return send_gathered(kind, flags, iov, iovcnt, &g, send, opaque);
 }
 
 /* A TRIM or WRITE_ZEROES range, in pieces the protocol can carry. */
@@ -177,7 +177,10 @@ int nbd_plan_request(const struct nbd_export *e, enum blk_op op,
 			cut.max = g->max < e->max_payload ? g->max : e->max_payload;
 			cut.direct = g->direct < cut.max ? g->direct : cut.max;
 		}
-		return nbd_plan_commands(op == BLK_OP_READ ? NBD_PLAN_READ : NBD_PLAN_WRITE,
+		if (op == BLK_OP_READ)
+			return nbd_plan_commands(NBD_PLAN_READ, 0, iov, iovcnt, offset,
+						 e->max_payload, &cut, send, opaque);
+		return nbd_plan_commands(NBD_PLAN_WRITE, e->fua_writes ? NBD_PLAN_FLAG_FUA : 0,
 					 iov, iovcnt, offset, e->max_payload, &cut,
 					 send, opaque);
 	case BLK_OP_DISCARD:
@@ -203,6 +206,8 @@ int nbd_plan_request(const struct nbd_export *e, enum blk_op op,
 	default:
 		return -EINVAL;
 	}
+	if (c.cmd == NBD_PLAN_ZERO && e->fua_writes)
+		c.flags |= NBD_PLAN_FLAG_FUA;
 	return send_range(&c, offset, len, send, opaque);
 }
 

@@ -24,7 +24,12 @@ struct nbd_export {
 	uint64_t size;		/* bytes */
 	uint32_t min_block;	/* 1 when the server names none */
 	uint64_t max_payload;	/* at most NBD_DEFAULT_MAX_PAYLOAD */
-	bool ro, can_flush, can_trim, can_zero, multi_conn;
+	bool ro, can_flush, can_trim, can_zero, can_fua, multi_conn;
+	/* The driver's choice, not the server's: every WRITE and
+	 * WRITE_ZEROES goes with FUA, durable once answered (a connection
+	 * that lost multi-conn among several: a FLUSH on another one does
+	 * not cover its writes). */
+	bool fua_writes;
 };
 
 /* The commands iovm sends. */
@@ -39,6 +44,7 @@ enum nbd_plan_cmd {
 /* Command flags, with the NBD protocol's values (libnbd's
  * LIBNBD_CMD_FLAG_* are the same numbers). FAST_ZERO is never sent: see
  * nbd_plan_request. */
+#define NBD_PLAN_FLAG_FUA (1u << 0)
 #define NBD_PLAN_FLAG_NO_HOLE (1u << 1)
 
 /* A command. A READ's or WRITE's data are at buf, contiguous; or, when
@@ -72,7 +78,8 @@ struct nbd_gather {
  * -EOPNOTSUPP, a DISCARD or zeroing the server does not offer and, with
  * -EIO, a request the export as it is now cannot take: past its end, not
  * aligned to its minimum block, or writing to a read-only export (a server
- * that came back different after a reconnect). A READ or WRITE goes as
+ * that came back different after a reconnect). With e->fua_writes, WRITE
+ * and WRITE_ZEROES commands carry FUA. A READ or WRITE goes as
  * nbd_plan_commands plans it with g (its limits cut to the export's
  * maximum payload). Returns 0 once all were sent, or NBD_PLAN_NOTHING. */
 int nbd_plan_request(const struct nbd_export *e, enum blk_op op,
@@ -112,12 +119,12 @@ int nbd_plan_segments(const struct iovec *iov, unsigned int iovcnt,
 #define NBD_GATHER_DIRECT (128u << 10)
 #define NBD_GATHER_MAX (1024u << 10)
 
-/* Plans a READ or WRITE (cmd) of iov at offset as commands, calling
- * send(opaque, cmd) for each in order, as g says (NULL: one command per
+/* Plans a READ or WRITE (cmd, each command with flags) of iov at offset
+ * as commands, calling send(opaque, cmd) for each in order, as g says (NULL: one command per
  * run), each at most max bytes; a gathered command that would hold one
  * run only goes from where it is. g->max must not exceed max. Stops at
  * the first non-zero return and returns it, else 0. */
-int nbd_plan_commands(enum nbd_plan_cmd cmd, const struct iovec *iov,
+int nbd_plan_commands(enum nbd_plan_cmd cmd, uint32_t flags, const struct iovec *iov,
 		      unsigned int iovcnt, uint64_t offset, uint64_t max,
 		      const struct nbd_gather *g,
 		      int (*send)(void *opaque, const struct nbd_cmd *cmd),

@@ -45,19 +45,14 @@ static pid_t server;
  * delayed replies are still being sent, and a dead server would turn the
  * reconnect the test waits for into a wait for ever. One thread reads,
  * sleeps and replies in turn, so no reply races the close. */
-static void server_start_with(const char *filter)
+static void server_exec(char *const argv[])
 {
 	unlink(pidf);
 	unlink(sock);
 	server = fork();
 	assert_true(server >= 0);
 	if (!server) {
-		if (filter)
-			execlp("nbdkit", "nbdkit", "-f", "-t", "1", "-U", sock, "-P", pidf,
-			       filter, "memory", "32M", "delay-write=30", (char *)NULL);
-		else
-			execlp("nbdkit", "nbdkit", "-f", "-U", sock, "-P", pidf, "memory",
-			       "32M", (char *)NULL);
+		execvp("nbdkit", argv);
 		_exit(127);
 	}
 	for (;;) {
@@ -71,9 +66,19 @@ static void server_start_with(const char *filter)
 	}
 }
 
+static void server_start_with(const char *filter)
+{
+	char *const args[] = { "nbdkit", "-f", "-t", "1", "-U", sock, "-P", pidf,
+			       (char *)filter, "memory", "32M", "delay-write=30", NULL };
+
+	server_exec(args);
+}
+
 static void server_start(void)
 {
-	server_start_with(NULL);
+	char *const args[] = { "nbdkit", "-f", "-U", sock, "-P", pidf, "memory", "32M", NULL };
+
+	server_exec(args);
 }
 
 static void server_kill(void)
@@ -341,6 +346,61 @@ static void test_server_stopped(void **state)
 	disk_close(q, &be);
 }
 
+/* A disk opened with multi-conn, two queues on two connections; the
+ * server comes back without multi-conn (nbdkit's multi-conn filter): a
+ * FLUSH on one connection no longer covers writes answered on the other,
+ * so every write on both now goes with FUA (nbdkit's log shows the flag
+ * of each write it received). */
+static void test_multi_conn_lost(void **state)
+{
+	char logf[160], line[512], a[4096];
+	char *const args[] = { "nbdkit", "-f", "-U", sock, "-P", pidf, "--filter=log",
+			       "--filter=multi-conn", "memory", "32M",
+			       "multi-conn-mode=disable", logf, NULL };
+	struct blk_backend be = { 0 };
+	struct blk_queue *q1, *q2;
+	unsigned int fua = 0, plain = 0;
+	FILE *f;
+
+	snprintf(logf, sizeof(logf), "logfile=%s/log", dir);
+	server_start();
+	q1 = disk_open(&be, 8);
+	q2 = blkq_create(8);
+	assert_non_null(q2);
+	memset(a, 0x11, sizeof(a));
+	assert_int_equal(io(q1, &be, BLK_OP_WRITE, a, 0), 4096);
+	assert_int_equal(io(q2, &be, BLK_OP_WRITE, a, 4096), 4096);
+	assert_int_equal(q1->natts, 1);
+	assert_int_equal(q2->natts, 1);
+	assert_ptr_not_equal(q1->atts[0]->ctx, q2->atts[0]->ctx);
+
+	server_kill();
+	server_exec(args);
+	for (int i = 0; i < 4; i++) {
+		memset(a, 0x20 + i, sizeof(a));
+		assert_int_equal(io(i % 2 ? q2 : q1, &be, BLK_OP_WRITE, a, (uint64_t)i * 4096),
+				 4096);
+	}
+	blkq_destroy(q2);
+	disk_close(q1, &be);
+	snprintf(line, sizeof(line), "%s/log", dir);
+	f = fopen(line, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		if (!strstr(line, " Write id="))
+			continue;
+		if (strstr(line, "fua=1"))
+			fua++;
+		else
+			plain++;
+	}
+	fclose(f);
+	snprintf(line, sizeof(line), "%s/log", dir);
+	unlink(line);
+	assert_int_equal(plain, 0);
+	assert_int_equal(fua, 4);
+}
+
 #define GREQS 24		/* 512 KiB each: 12 MiB, three rings' worth */
 #define GRUNS 64		/* 8 KiB pieces, 8 KiB apart: all gathered */
 #define BIG_RUNS 640		/* 5 MiB: more than the ring ever holds */
@@ -474,6 +534,7 @@ int main(void)
 		cmocka_unit_test(test_server_silent_with_writes_out),
 		cmocka_unit_test(test_server_stopped),
 		cmocka_unit_test(test_gather_ring_full),
+		cmocka_unit_test(test_multi_conn_lost),
 	};
 	int ret;
 

@@ -246,7 +246,7 @@ static void test_gather(void **state)
 
 	ncmds = 0;
 	fail_at = -1;
-	assert_int_equal(nbd_plan_commands(NBD_PLAN_READ, v, 7, 512, 16384, &g12k, rec_cmd, NULL), 0);
+	assert_int_equal(nbd_plan_commands(NBD_PLAN_READ, 0, v, 7, 512, 16384, &g12k, rec_cmd, NULL), 0);
 	assert_int_equal(ncmds, 5);
 	for (int i = 0; i < ncmds; i++)
 		assert_int_equal(cmds[i].cmd, NBD_PLAN_READ);
@@ -273,20 +273,20 @@ static void test_gather(void **state)
 	assert_int_equal(sum, 4 * 4096 + 20000 + 1024);
 	/* gather 0: one command per run, as nbd_plan_segments */
 	ncmds = 0;
-	assert_int_equal(nbd_plan_commands(NBD_PLAN_READ, v, 7, 0, 16384, NULL, rec_cmd, NULL), 0);
+	assert_int_equal(nbd_plan_commands(NBD_PLAN_READ, 0, v, 7, 0, 16384, NULL, rec_cmd, NULL), 0);
 	assert_int_equal(ncmds, 7);
 	for (int i = 0; i < ncmds; i++)
 		assert_non_null(cmds[i].buf);
 	/* max 0 gathers nothing, whatever direct says */
 	ncmds = 0;
-	assert_int_equal(nbd_plan_commands(NBD_PLAN_READ, v, 7, 0, 16384, &none, rec_cmd, NULL), 0);
+	assert_int_equal(nbd_plan_commands(NBD_PLAN_READ, 0, v, 7, 0, 16384, &none, rec_cmd, NULL), 0);
 	assert_int_equal(ncmds, 7);
 	/* a contiguous 64k of 4k iovecs is one run: from guest memory */
 	struct iovec c[16];
 	for (int i = 0; i < 16; i++)
 		c[i] = (struct iovec){ m + i * 4096, 4096 };
 	ncmds = 0;
-	assert_int_equal(nbd_plan_commands(NBD_PLAN_WRITE, c, 16, 0, 1 << 20, &g128k, rec_cmd, NULL), 0);
+	assert_int_equal(nbd_plan_commands(NBD_PLAN_WRITE, 0, c, 16, 0, 1 << 20, &g128k, rec_cmd, NULL), 0);
 	assert_int_equal(ncmds, 1);
 	assert_ptr_equal(cmds[0].buf, m);
 	assert_int_equal(cmds[0].len, 65536);
@@ -294,7 +294,7 @@ static void test_gather(void **state)
 	for (int i = 0; i < 16; i++)
 		c[i] = (struct iovec){ m + i * 8192, 4096 };
 	ncmds = 0;
-	assert_int_equal(nbd_plan_commands(NBD_PLAN_WRITE, c, 16, 0, 1 << 20, &g128k, rec_cmd, NULL), 0);
+	assert_int_equal(nbd_plan_commands(NBD_PLAN_WRITE, 0, c, 16, 0, 1 << 20, &g128k, rec_cmd, NULL), 0);
 	assert_int_equal(ncmds, 1);
 	assert_null(cmds[0].buf);
 	assert_int_equal(cmds[0].iovcnt, 16);
@@ -302,13 +302,13 @@ static void test_gather(void **state)
 	/* leading empty iovecs: the single run goes direct from its data */
 	struct iovec e[] = { { m + 500, 0 }, { m + 4096, 512 } };
 	ncmds = 0;
-	assert_int_equal(nbd_plan_commands(NBD_PLAN_READ, e, 2, 0, 16384, &g4k, rec_cmd, NULL), 0);
+	assert_int_equal(nbd_plan_commands(NBD_PLAN_READ, 0, e, 2, 0, 16384, &g4k, rec_cmd, NULL), 0);
 	assert_int_equal(ncmds, 1);
 	assert_ptr_equal(cmds[0].buf, m + 4096);
 	/* the first error stops the plan */
 	ncmds = 0;
 	fail_at = 1;
-	assert_int_equal(nbd_plan_commands(NBD_PLAN_READ, v, 7, 0, 16384, &g12k, rec_cmd, NULL), -5);
+	assert_int_equal(nbd_plan_commands(NBD_PLAN_READ, 0, v, 7, 0, 16384, &g12k, rec_cmd, NULL), -5);
 	assert_int_equal(ncmds, 1);
 	fail_at = -1;
 }
@@ -331,7 +331,7 @@ static void test_gather_direct(void **state)
 		v[i] = (struct iovec){ m + 300000 + i * 16384, 8192 };
 	ncmds = 0;
 	fail_at = -1;
-	assert_int_equal(nbd_plan_commands(NBD_PLAN_WRITE, v, 12, 0, 1 << 20, &g, rec_cmd, NULL), 0);
+	assert_int_equal(nbd_plan_commands(NBD_PLAN_WRITE, 0, v, 12, 0, 1 << 20, &g, rec_cmd, NULL), 0);
 	assert_int_equal(ncmds, 3);
 	assert_null(cmds[0].buf);
 	assert_int_equal(cmds[0].iovcnt, 8);
@@ -347,7 +347,7 @@ static void test_gather_direct(void **state)
 	/* nine 8k runs: 64k gathered, the ninth alone goes direct */
 	v[8] = (struct iovec){ m + 200000, 8192 };
 	ncmds = 0;
-	assert_int_equal(nbd_plan_commands(NBD_PLAN_READ, v, 9, 0, 1 << 20, &g, rec_cmd, NULL), 0);
+	assert_int_equal(nbd_plan_commands(NBD_PLAN_READ, 0, v, 9, 0, 1 << 20, &g, rec_cmd, NULL), 0);
 	assert_int_equal(ncmds, 2);
 	assert_int_equal(cmds[0].len, 65536);
 	assert_ptr_equal(cmds[1].buf, m + 200000);
@@ -378,6 +378,52 @@ static void test_request_gathers(void **state)
 		assert_int_equal(cmds[i].len, 4096);
 		assert_int_equal(cmds[i].off, (uint64_t)i * 4096);
 	}
+}
+
+/* fua_writes (a connection that lost multi-conn among several): every
+ * WRITE, gathered or not, and every WRITE_ZEROES carries FUA; READ, TRIM
+ * and FLUSH do not; without it nothing does. */
+static void test_fua_writes(void **state)
+{
+	static char m[1 << 16];
+	struct nbd_export e = all;
+	struct iovec c[3] = { { m, 1024 }, { m + 2048, 1024 }, { m + 8192, 4096 } };
+	const struct nbd_gather g = { 4096, 4096 };
+
+	e.can_fua = true;
+	e.fua_writes = true;
+	ncmds = 0;
+	fail_at = -1;
+	assert_int_equal(nbd_plan_request(&e, BLK_OP_WRITE, c, 3, 0, 6144, &g, rec_cmd, NULL), 0);
+	assert_int_equal(ncmds, 2);
+	assert_null(cmds[0].buf);	/* gathered */
+	assert_int_equal(cmds[0].flags, NBD_PLAN_FLAG_FUA);
+	assert_non_null(cmds[1].buf);	/* direct */
+	assert_int_equal(cmds[1].flags, NBD_PLAN_FLAG_FUA);
+	ncmds = 0;
+	assert_int_equal(nbd_plan_request(&e, BLK_OP_READ, c, 3, 0, 6144, &g, rec_cmd, NULL), 0);
+	for (int i = 0; i < ncmds; i++)
+		assert_int_equal(cmds[i].flags, 0);
+	ncmds = 0;
+	assert_int_equal(plan(&e, BLK_OP_WRITE_ZEROES, 0, 4096), 0);
+	assert_int_equal(cmds[0].flags, NBD_PLAN_FLAG_NO_HOLE | NBD_PLAN_FLAG_FUA);
+	ncmds = 0;
+	assert_int_equal(plan(&e, BLK_OP_ZERO_UNMAP, 0, 4096), 0);
+	assert_int_equal(cmds[0].flags, NBD_PLAN_FLAG_FUA);
+	ncmds = 0;
+	assert_int_equal(plan(&e, BLK_OP_DISCARD, 0, 4096), 0);
+	assert_int_equal(cmds[0].flags, 0);
+	ncmds = 0;
+	assert_int_equal(plan(&e, BLK_OP_FLUSH, 0, 0), 0);
+	assert_int_equal(cmds[0].flags, 0);
+	/* the default: no FUA anywhere */
+	e.fua_writes = false;
+	ncmds = 0;
+	assert_int_equal(nbd_plan_request(&e, BLK_OP_WRITE, c, 3, 0, 6144, &g, rec_cmd, NULL), 0);
+	assert_int_equal(cmds[0].flags | cmds[1].flags, 0);
+	ncmds = 0;
+	assert_int_equal(plan(&e, BLK_OP_ZERO_UNMAP, 0, 4096), 0);
+	assert_int_equal(cmds[0].flags, 0);
 }
 
 #define MS 1000000ull
@@ -523,6 +569,7 @@ int main(void)
 		cmocka_unit_test(test_segments),
 		cmocka_unit_test(test_gather),
 		cmocka_unit_test(test_gather_direct),
+		cmocka_unit_test(test_fua_writes),
 		cmocka_unit_test(test_request_gathers),
 		cmocka_unit_test(test_request_commands),
 		cmocka_unit_test(test_zero_flags),
