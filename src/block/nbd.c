@@ -133,6 +133,7 @@ struct nbd_ctx {
 	unsigned int owned;
 	uint64_t watch_gen;	/* c->gen when its watches were armed */
 	uint64_t watch_reads;	/* c->reads when its read watch was armed */
+	uint64_t timer_due;	/* when its W_TIMER fires; 0: being cancelled */
 };
 
 static struct nbd_conn *conn_of(const struct blk_dreq *r)
@@ -984,10 +985,24 @@ static void arm(struct blk_att *att, struct nbd_conn *c)
 		if ((dir & LIBNBD_AIO_DIRECTION_WRITE) && !blkq_armed(att, W_WRITE))
 			blkq_watch(att, W_WRITE, fd, POLLOUT);
 	}
-	if (att->inflight && !live(c->h) && !blkq_armed(att, W_TIMER)) {
+	if (att->inflight && !live(c->h)) {
 		now = mono_ns();
 		due = nbd_rc_next_event(&c->rc, now);
-		blkq_timer(att, W_TIMER, due > now ? due - now : 1000000);
+		if (due <= now)
+			due = now + 1000000;
+		if (!blkq_armed(att, W_TIMER)) {
+			x->timer_due = due;
+			blkq_timer(att, W_TIMER, due - now);
+		} else if (x->timer_due && due + 1000000 < x->timer_due) {
+			/* Armed for later than now needed (for the bound on a
+			 * connection attempt, when the connection then came up
+			 * and has just died): cancelled, its -ECANCELED event
+			 * arms it for now. Waiting for it delayed a reconnect
+			 * by up to NBD_ATTEMPT_MAX_NS (block-nbd-live
+			 * multi_conn_lost took 10 s). */
+			x->timer_due = 0;
+			blkq_disarm(att, W_TIMER);
+		}
 	}
 	if (att->inflight && live(c->h) && !blkq_armed(att, W_STALL)) {
 		now = mono_ns();
