@@ -3,6 +3,10 @@
 #   connect  the first connection is bounded: a listener that accepts and
 #            never negotiates (UNIX and TCP) makes iovm fail at start-up
 #            with one line after timeout=2, not hang
+#   lookup   a name server that never answers (a private mount namespace's
+#            /etc/resolv.conf names a UDP socket that reads and never
+#            replies, for 30 s a try): the host name's lookup is bounded
+#            by timeout=2 too, and start-up fails with one line saying so
 #   mq       the probe's virtio-blk test on two vCPUs and two queues, on
 #            nbdkit without multi-conn (both queues share one connection)
 #            and with it (one connection each): the data is checked on the
@@ -87,6 +91,44 @@ EOF
 		expect_refused "$scratch/c.log" \
 			"$uri: cannot connect: no answer from the NBD server within 2 s"
 	done
+	;;
+lookup)
+	unshare -m true 2>/dev/null ||
+		{ echo "SKIPPED: needs a private mount namespace (unshare -m, as root)"; exit 77; }
+	[ -f /etc/resolv.conf ] && [ -f /etc/hosts ] ||
+		{ echo "SKIPPED: no /etc/resolv.conf or /etc/hosts to stand in for"; exit 77; }
+	cat >"$scratch/dns.py" <<'EOF'
+import os, socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+try:
+    s.bind(('127.0.0.2', 53))
+    state = 'up'
+except OSError as e:
+    state = 'cannot bind 127.0.0.2:53: %s' % e.strerror
+with open(sys.argv[1] + '.tmp', 'w') as f:
+    f.write(state)
+if state != 'up':
+    sys.exit(0)
+os.rename(sys.argv[1] + '.tmp', sys.argv[1])
+while True:
+    s.recvfrom(4096)	# read, never answer
+EOF
+	python3 "$scratch/dns.py" "$scratch/dns.ready" &
+	pids="$pids $!"
+	for _ in $(seq 100); do [ -f "$scratch/dns.ready" ] && break; sleep 0.1; done
+	[ -f "$scratch/dns.ready" ] || die "the silent name server did not start"
+	[ "$(cat "$scratch/dns.ready")" = up ] ||
+		{ echo "SKIPPED: the silent name server: $(cat "$scratch/dns.ready")"; exit 77; }
+	printf 'nameserver 127.0.0.2\noptions timeout:30 attempts:1\n' >"$scratch/resolv.conf"
+	printf '127.0.0.1 localhost\n' >"$scratch/hosts"
+	uri="nbd://stalled.invalid/d"
+	# shellcheck disable=SC2016
+	run_probe "$scratch/l.log" 60 unshare -m sh -c \
+		'mount --bind "$1" /etc/resolv.conf && mount --bind "$2" /etc/hosts && shift 2 && exec "$@"' \
+		sh "$scratch/resolv.conf" "$scratch/hosts" "$iovm" run --kernel "$probe" --memory 64M \
+		--disk "path=$uri,timeout=2" --append "test=blk"
+	expect_refused "$scratch/l.log" \
+		"$uri: cannot connect: the host name's lookup did not end within 2 s"
 	;;
 mq)
 	# run_mq NAME [FILTER PARAM]: the probe on 2 vCPUs with queues=2 on

@@ -7,7 +7,8 @@
  * queue's thread, or libnbd itself, read it first) does not stop the next
  * request. A server that keeps its connection and answers nothing (held
  * replies, SIGSTOP) is cut after the timeout, its requests fail, and the
- * disk works again once the server does. Scattered requests that need
+ * disk works again once the server does. An nbd:// disk reconnects over
+ * TCP through its lookup thread. Scattered requests that need
  * more gather memory than a connection's ring holds wait for it, in
  * order, and all complete with their data. SKIPPED (77) without nbdkit or
  * an NBD-enabled build. */
@@ -22,6 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -45,6 +49,8 @@ static pid_t server;
  * delayed replies are still being sent, and a dead server would turn the
  * reconnect the test waits for into a wait for ever. One thread reads,
  * sleeps and replies in turn, so no reply races the close. */
+static int listen_fd = -1;	/* >= 0: the server gets it (socket activation) */
+
 static void server_exec(char *const argv[])
 {
 	unlink(pidf);
@@ -52,6 +58,16 @@ static void server_exec(char *const argv[])
 	server = fork();
 	assert_true(server >= 0);
 	if (!server) {
+		if (listen_fd >= 0) {
+			char pid[32];
+
+			/* systemd's socket activation: nbdkit serves fd 3 */
+			if (dup2(listen_fd, 3) < 0)
+				_exit(127);
+			snprintf(pid, sizeof(pid), "%d", (int)getpid());
+			setenv("LISTEN_PID", pid, 1);
+			setenv("LISTEN_FDS", "1", 1);
+		}
 		execvp("nbdkit", argv);
 		_exit(127);
 	}
@@ -401,6 +417,45 @@ static void test_multi_conn_lost(void **state)
 	assert_int_equal(fua, 4);
 }
 
+/* nbd:// (TCP) URIs connect through a thread of their own (the host
+ * name's lookup may block): at open and on a reconnect. The server gets
+ * the test's listening socket (socket activation), so it comes back on
+ * the same port, and while it is away connections wait in the socket's
+ * backlog. */
+static void test_tcp_reconnect(void **state)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	char *const args[] = { "nbdkit", "-f", "-P", pidf, "memory", "32M", NULL };
+	struct disk_cfg cfg = { .cache = CACHE_NONE };
+	socklen_t alen = sizeof(a);
+	struct blk_backend be = { 0 };
+	char uri[64], err[256], x[4096], y[4096];
+	struct blk_queue *q;
+
+	listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(listen_fd >= 0);
+	assert_int_equal(bind(listen_fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(listen_fd, 16), 0);
+	assert_int_equal(getsockname(listen_fd, (struct sockaddr *)&a, &alen), 0);
+	snprintf(uri, sizeof(uri), "nbd://127.0.0.1:%u/", ntohs(a.sin_port));
+	cfg.path = uri;
+	server_exec(args);
+	assert_int_equal(blk_open(&be, &cfg, err, sizeof(err)), 0);
+	q = blkq_create(8);
+	assert_non_null(q);
+	memset(x, 0x77, sizeof(x));
+	assert_int_equal(io(q, &be, BLK_OP_WRITE, x, 0), 4096);
+	server_kill();
+	server_exec(args);
+	memset(x, 0x78, sizeof(x));
+	assert_int_equal(io(q, &be, BLK_OP_WRITE, x, 4096), 4096);
+	assert_int_equal(io(q, &be, BLK_OP_READ, y, 4096), 4096);
+	assert_memory_equal(x, y, sizeof(x));
+	disk_close(q, &be);
+	close(listen_fd);
+	listen_fd = -1;
+}
+
 #define GREQS 24		/* 512 KiB each: 12 MiB, three rings' worth */
 #define GRUNS 64		/* 8 KiB pieces, 8 KiB apart: all gathered */
 #define BIG_RUNS 640		/* 5 MiB: more than the ring ever holds */
@@ -535,6 +590,7 @@ int main(void)
 		cmocka_unit_test(test_server_stopped),
 		cmocka_unit_test(test_gather_ring_full),
 		cmocka_unit_test(test_multi_conn_lost),
+		cmocka_unit_test(test_tcp_reconnect),
 	};
 	int ret;
 
