@@ -832,7 +832,13 @@ static bool send_req(struct nbd_conn *c, struct blk_dreq *r)
 
 	if (ret == -EAGAIN)
 		return false;
-	c->reads++;	/* (sending should not read; counted to be sure) */
+	/* Not counted in c->reads: libnbd's nbd_aio_* calls queue a command
+	 * and, from READY, run its state machine only to send it (the
+	 * request, then a WRITE's payload), back to READY or blocked in a
+	 * send state until notified; only notify_read (or nbd_poll) makes it
+	 * read, and those are counted. Counting sends made readable_now poll
+	 * the socket on nearly every reply at depth: 0.69 poll calls per I/O
+	 * on 64k sequential writes. */
 	r->drv[R_LEFT] = 1;	/* held until all are sent */
 	r->drv[R_ERR] = 0;
 	r->drv[R_LOST] = 0;
@@ -1250,8 +1256,8 @@ static bool readable_now(struct nbd_conn *c, const struct nbd_ctx *x, int res)
 
 	/* Nothing has let libnbd near the socket since this watch was armed
 	 * (c->reads counts every call that runs its state machine), so what
-	 * the watch saw is still there: no poll. The common case at low
-	 * depth, where it saves a system call per reply. */
+	 * the watch saw is still there: no poll. The common case (sends do
+	 * not count, send_req), where it saves a system call per wakeup. */
 	if ((res & (POLLIN | POLLHUP | POLLERR)) && c->reads == x->watch_reads)
 		return true;
 	return p.fd >= 0 && poll(&p, 1, 0) > 0;
