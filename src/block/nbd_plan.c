@@ -4,40 +4,6 @@
 
 #include "block/nbd_plan.h"
 
-int nbd_plan_segments(const struct iovec *iov, unsigned int iovcnt,
-		      uint64_t offset, uint64_t max,
-		      int (*send)(void *opaque, void *buf, uint64_t len,
-				  uint64_t off),
-		      void *opaque)
-{
-	unsigned int i = 0;
-
-	while (i < iovcnt) {
-		char *base = iov[i].iov_base;
-		uint64_t len = iov[i].iov_len;
-
-		/* a run of iovecs that follow each other in memory */
-		for (i++; i < iovcnt; i++) {
-			if (!iov[i].iov_len)
-				continue;
-			if ((char *)iov[i].iov_base != base + len)
-				break;
-			len += iov[i].iov_len;
-		}
-		while (len) {
-			uint64_t n = len < max ? len : max;
-			int ret = send(opaque, base, n, offset);
-
-			if (ret)
-				return ret;
-			base += n;
-			offset += n;
-			len -= n;
-		}
-	}
-	return 0;
-}
-
 /* The gathered runs so far: iovecs from first to the current run, len
  * bytes at off, in runs runs (one: it goes from where it is). */
 struct gathered {

@@ -97,16 +97,6 @@ int nbd_plan_request(const struct nbd_export *e, enum blk_op op,
 unsigned int nbd_plan_export_changes(const struct nbd_export *was,
 				     const struct nbd_export *now);
 
-/* Calls send(opaque, buf, len, off) for each command of a READ or WRITE
- * of iov at offset: one per run of iovecs contiguous in memory, split at
- * max bytes; empty iovecs are skipped. Stops at the first non-zero return
- * and returns it, else 0. */
-int nbd_plan_segments(const struct iovec *iov, unsigned int iovcnt,
-		      uint64_t offset, uint64_t max,
-		      int (*send)(void *opaque, void *buf, uint64_t len,
-				  uint64_t off),
-		      void *opaque);
-
 /* The NBD driver's choice (bench/RESULTS.md). One NBD command per 4k piece
  * cost the queue thread ~8 us of CPU each and ran 64k requests of sixteen
  * pieces at 0.13-0.25x the IOPS of a copy: short runs are gathered. The

@@ -14,22 +14,22 @@
 
 #include "block/nbd_plan.h"
 
-struct cmd {
-	char *buf;
-	uint64_t len, off;
-};
+/* ---- requests into commands ---- */
 
-static struct cmd got[64];
-static int ngot, fail_at = -1;
+static struct nbd_cmd cmds[64];
+static int ncmds, fail_at = -1;
 
-static int rec(void *opaque, void *buf, uint64_t len, uint64_t off)
+static int rec_cmd(void *opaque, const struct nbd_cmd *c)
 {
-	if (ngot == fail_at)
+	if (ncmds == fail_at)
 		return -5;
-	got[ngot++] = (struct cmd){ buf, len, off };
+	assert_true(ncmds < 64);
+	cmds[ncmds++] = *c;
 	return 0;
 }
 
+/* Without gathering: one command per run of memory-contiguous iovecs,
+ * split at max; empty iovecs skipped. */
 static void test_segments(void **state)
 {
 	static char m[1 << 16];
@@ -41,50 +41,36 @@ static void test_segments(void **state)
 		{ m + 30000, 10000 },			/* split at 4096 */
 	};
 
-	ngot = 0;
+	ncmds = 0;
 	fail_at = -1;
-	assert_int_equal(nbd_plan_segments(v, 6, 1000, 4096, rec, NULL), 0);
-	assert_int_equal(ngot, 6);
-	assert_ptr_equal(got[0].buf, m);
-	assert_int_equal(got[0].len, 4096);
-	assert_int_equal(got[0].off, 1000);
-	assert_int_equal(got[1].len, 4096);
-	assert_int_equal(got[1].off, 5096);
-	assert_ptr_equal(got[2].buf, m + 16384);
-	assert_int_equal(got[2].len, 1536);
-	assert_int_equal(got[2].off, 9192);
-	assert_int_equal(got[3].len, 4096);
-	assert_int_equal(got[4].len, 4096);
-	assert_int_equal(got[5].len, 10000 - 8192);
-	assert_ptr_equal(got[5].buf, m + 30000 + 8192);
-	assert_int_equal(got[5].off, 9192 + 1536 + 8192);
+	assert_int_equal(nbd_plan_commands(NBD_PLAN_READ, 0, v, 6, 1000, 4096, NULL, rec_cmd, NULL), 0);
+	assert_int_equal(ncmds, 6);
+	assert_ptr_equal(cmds[0].buf, m);
+	assert_int_equal(cmds[0].len, 4096);
+	assert_int_equal(cmds[0].off, 1000);
+	assert_int_equal(cmds[1].len, 4096);
+	assert_int_equal(cmds[1].off, 5096);
+	assert_ptr_equal(cmds[2].buf, m + 16384);
+	assert_int_equal(cmds[2].len, 1536);
+	assert_int_equal(cmds[2].off, 9192);
+	assert_int_equal(cmds[3].len, 4096);
+	assert_int_equal(cmds[4].len, 4096);
+	assert_int_equal(cmds[5].len, 10000 - 8192);
+	assert_ptr_equal(cmds[5].buf, m + 30000 + 8192);
+	assert_int_equal(cmds[5].off, 9192 + 1536 + 8192);
 	/* bytes add up; offsets follow each other */
-	for (int i = 1; i < ngot; i++)
-		assert_int_equal(got[i].off, got[i - 1].off + got[i - 1].len);
+	for (int i = 1; i < ncmds; i++)
+		assert_int_equal(cmds[i].off, cmds[i - 1].off + cmds[i - 1].len);
 	/* the first error stops the plan */
-	ngot = 0;
+	ncmds = 0;
 	fail_at = 2;
-	assert_int_equal(nbd_plan_segments(v, 6, 0, 4096, rec, NULL), -5);
-	assert_int_equal(ngot, 2);
+	assert_int_equal(nbd_plan_commands(NBD_PLAN_READ, 0, v, 6, 0, 4096, NULL, rec_cmd, NULL), -5);
+	assert_int_equal(ncmds, 2);
 	/* nothing to send */
-	ngot = 0;
+	ncmds = 0;
 	fail_at = -1;
-	assert_int_equal(nbd_plan_segments(v + 3, 1, 0, 4096, rec, NULL), 0);
-	assert_int_equal(ngot, 0);
-}
-
-/* ---- requests into commands ---- */
-
-static struct nbd_cmd cmds[64];
-static int ncmds;
-
-static int rec_cmd(void *opaque, const struct nbd_cmd *c)
-{
-	if (ncmds == fail_at)
-		return -5;
-	assert_true(ncmds < 64);
-	cmds[ncmds++] = *c;
-	return 0;
+	assert_int_equal(nbd_plan_commands(NBD_PLAN_READ, 0, v + 3, 1, 0, 4096, NULL, rec_cmd, NULL), 0);
+	assert_int_equal(ncmds, 0);
 }
 
 static int plan(const struct nbd_export *e, enum blk_op op, uint64_t off,
@@ -271,7 +257,7 @@ static void test_gather(void **state)
 		sum += cmds[i].len;
 	}
 	assert_int_equal(sum, 4 * 4096 + 20000 + 1024);
-	/* gather 0: one command per run, as nbd_plan_segments */
+	/* no gathering: one command per run, as test_segments */
 	ncmds = 0;
 	assert_int_equal(nbd_plan_commands(NBD_PLAN_READ, 0, v, 7, 0, 16384, NULL, rec_cmd, NULL), 0);
 	assert_int_equal(ncmds, 7);
