@@ -97,6 +97,8 @@ lookup)
 		{ echo "SKIPPED: needs a private mount namespace (unshare -m, as root)"; exit 77; }
 	[ -f /etc/resolv.conf ] && [ -f /etc/hosts ] ||
 		{ echo "SKIPPED: no /etc/resolv.conf or /etc/hosts to stand in for"; exit 77; }
+	grep -q '^hosts:.*[[:space:]]dns' /etc/nsswitch.conf 2>/dev/null ||
+		{ echo "SKIPPED: /etc/nsswitch.conf does not look host names up in DNS"; exit 77; }
 	cat >"$scratch/dns.py" <<'EOF'
 import os, socket, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -107,9 +109,9 @@ except OSError as e:
     state = 'cannot bind 127.0.0.2:53: %s' % e.strerror
 with open(sys.argv[1] + '.tmp', 'w') as f:
     f.write(state)
+os.rename(sys.argv[1] + '.tmp', sys.argv[1])
 if state != 'up':
     sys.exit(0)
-os.rename(sys.argv[1] + '.tmp', sys.argv[1])
 while True:
     s.recvfrom(4096)	# read, never answer
 EOF
