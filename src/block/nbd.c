@@ -62,6 +62,7 @@
 #include <libnbd.h>
 
 #include "block/driver.h"
+#include "block/nbd_dial.h"
 #include "block/nbd_plan.h"
 #include "lib/bufring.h"
 #include "lib/clock.h"
@@ -226,137 +227,38 @@ static int libnbd_err(void)
 	return nbd_get_errno() ? -nbd_get_errno() : -EIO;
 }
 
-/* Dialing on a thread of its own. For nbd:// and nbds:// URIs libnbd
- * resolves the host name inside nbd_aio_connect_uri, with a blocking
- * getaddrinfo: a name server that does not answer would hold the calling
- * thread for the resolver's own timeouts, at start-up past timeout=, and
- * on a reconnect a queue thread with the connection's lock, which every
- * queue of the disk takes. So for those URIs the call runs on a thread
- * made for it; the caller waits for it (start-up, bounded) or looks at it
- * from its timers (reconnects, bounded by the attempt's bound). Whichever
- * side lets go of it last frees it, and closes a handle nobody took. */
-struct nbd_dial {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	char *uri;
-	struct nbd_handle *h;	/* once done: connecting, or NULL */
-	char err[256];		/* once done without a handle: why */
-	bool done;
-	unsigned int refs;
-};
-
-/* How often a queue with requests waiting looks at a dial. */
+/* How often a queue with requests waiting looks at a dial (nbd_dial.h). */
 #define NBD_DIAL_POLL_NS 10000000ull	/* 10 ms */
-
-static bool dial_resolves(const char *uri)
-{
-	/* nbd+unix:// and nbd+vsock:// name no host */
-	return !strncmp(uri, "nbd://", 6) || !strncmp(uri, "nbds://", 7);
-}
-
-/* Lets go of dl, whose lock the caller holds. */
-static void dial_put(struct nbd_dial *dl)
-{
-	bool last = --dl->refs == 0;
-
-	pthread_mutex_unlock(&dl->lock);
-	if (!last)
-		return;
-	nbd_close(dl->h);
-	pthread_cond_destroy(&dl->cond);
-	pthread_mutex_destroy(&dl->lock);
-	free(dl->uri);
-	free(dl);
-}
-
-static void *dial_run(void *arg)
-{
-	struct nbd_dial *dl = arg;
-	struct nbd_handle *h = new_handle();
-	char err[sizeof(dl->err)] = "out of memory";
-
-	if (h && nbd_aio_connect_uri(h, dl->uri) < 0) {
-		/* libnbd's error is this thread's */
-		snprintf(err, sizeof(err), "%s", nbd_get_error() ? nbd_get_error() : "connect failed");
-		nbd_close(h);
-		h = NULL;
-	}
-	pthread_mutex_lock(&dl->lock);
-	dl->done = true;
-	dl->h = h;
-	if (!h)
-		memcpy(dl->err, err, sizeof(err));
-	pthread_cond_broadcast(&dl->cond);
-	dial_put(dl);
-	return NULL;
-}
-
-/* Starts dialing uri; NULL if no thread could be made. */
-static struct nbd_dial *dial_start(const char *uri)
-{
-	struct nbd_dial *dl = calloc(1, sizeof(*dl));
-	pthread_attr_t attr;
-	pthread_t t;
-	int ret;
-
-	if (!dl || !(dl->uri = strdup(uri))) {
-		free(dl);
-		return NULL;
-	}
-	pthread_mutex_init(&dl->lock, NULL);
-	pthread_cond_init(&dl->cond, NULL);
-	dl->refs = 2;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	ret = pthread_create(&t, &attr, dial_run, dl);
-	pthread_attr_destroy(&attr);
-	if (ret) {
-		pthread_mutex_lock(&dl->lock);
-		dl->refs = 1;
-		dial_put(dl);
-		return NULL;
-	}
-	return dl;
-}
 
 /* Connects *hp to uri within secs seconds. nbd_connect_uri has no bound of
  * its own: a host that drops SYNs or a server that accepts and never
  * negotiates would hold start-up for ever, and a name server that does
- * not answer would hold it in the host name's lookup (struct nbd_dial). */
+ * not answer would hold it in the host name's lookup (nbd_dial.h). *hp is
+ * NULL if that lookup is still going: the dial closes the handle. */
 static int connect_within(struct nbd_handle **hp, const char *uri,
 			  unsigned int secs, char *err, size_t errlen)
 {
 	uint64_t until = mono_ns() + secs * 1000000000ull;
 	struct nbd_handle *h = *hp;
 	struct nbd_dial *dl;
+	char why[256];
 
 	if (!strncmp(uri, "nbds", 4) && !nbd_supports_tls(h)) {
 		snprintf(err, errlen, "%s: cannot connect: this libnbd has no TLS support", uri);
 		return -ENOTSUP;
 	}
-	if (dial_resolves(uri) && (dl = dial_start(uri))) {
-		struct timespec ts;
-
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += secs;
-		pthread_mutex_lock(&dl->lock);
-		while (!dl->done && pthread_cond_timedwait(&dl->cond, &dl->lock, &ts) != ETIMEDOUT)
-			;
-		if (!dl->done) {
-			dial_put(dl);
+	if (nbd_dial_resolves(uri) && (dl = nbd_dial_start(h, uri))) {
+		if (!nbd_dial_wait(dl, secs)) {
+			nbd_dial_drop(dl);
+			*hp = NULL;
 			snprintf(err, errlen, "%s: cannot connect: the host name's lookup did not end within %u s (timeout=)",
 				 uri, secs);
 			return -ETIMEDOUT;
 		}
-		if (!dl->h) {
-			snprintf(err, errlen, "%s: cannot connect: %s", uri, dl->err);
-			dial_put(dl);
+		if (nbd_dial_take(dl, hp, why, sizeof(why)) < 0) {
+			snprintf(err, errlen, "%s: cannot connect: %s", uri, why);
 			return -ECONNREFUSED;
 		}
-		nbd_close(h);
-		*hp = h = dl->h;
-		dl->h = NULL;
-		dial_put(dl);
 	} else if (nbd_aio_connect_uri(h, uri) < 0) {
 		return open_fail(err, errlen, uri, "cannot connect", libnbd_err());
 	}
@@ -451,10 +353,8 @@ fail:
 
 static void conn_free(struct nbd_conn *c)
 {
-	if (c->dial) {
-		pthread_mutex_lock(&c->dial->lock);
-		dial_put(c->dial);
-	}
+	if (c->dial)
+		nbd_dial_drop(c->dial);
 	nbd_close(c->h);
 	bufring_destroy(&c->ring);
 	pthread_mutex_destroy(&c->lock);
@@ -948,12 +848,13 @@ static void drop_bad_handle(struct nbd_conn *c, uint64_t now)
  * one start only once that lookup is over (one lookup thread at a time). */
 static void collect_dial(struct nbd_conn *c, uint64_t now)
 {
-	struct nbd_dial *dl = c->dial;
+	struct nbd_handle *h;
+	char why[256];
+	bool ok;
 
-	if (!dl)
+	if (!c->dial)
 		return;
-	pthread_mutex_lock(&dl->lock);
-	if (!dl->done) {
+	if (!nbd_dial_done(c->dial)) {
 		if (!c->dial_late && nbd_rc_attempt_overdue(&c->rc, now)) {
 			pr_warn_rated("%s: the host name's lookup did not end within %" PRIu64
 				      " s; trying again once it does", c->disk->uri,
@@ -961,34 +862,39 @@ static void collect_dial(struct nbd_conn *c, uint64_t now)
 			nbd_rc_failed(&c->rc, now);
 			c->dial_late = true;
 		}
-		pthread_mutex_unlock(&dl->lock);
 		return;
 	}
+	ok = nbd_dial_take(c->dial, &h, why, sizeof(why)) == 0;
+	c->dial = NULL;
 	if (c->dial_late) {
 		/* an attempt already given up on: its handle is not used */
-	} else if (dl->h) {
-		c->h = dl->h;
-		dl->h = NULL;
+		nbd_close(h);
+	} else if (ok) {
+		c->h = h;
 		c->gen++;
 		c->reads++;
 	} else {
-		pr_warn_rated("%s: NBD reconnect failed (%s)", c->disk->uri, dl->err);
+		nbd_close(h);
+		pr_warn_rated("%s: NBD reconnect failed (%s)", c->disk->uri, why);
 		nbd_rc_failed(&c->rc, now);
 	}
-	c->dial = NULL;
 	c->dial_late = false;
-	dial_put(dl);
 }
 
 /* Starts a connection if one is due; returns whether it made a handle
  * (a dial on its own thread makes none yet: collect_dial takes it). */
 static bool try_connect(struct nbd_conn *c, uint64_t now)
 {
+	struct nbd_handle *h;
+
 	if (c->h || c->dial || !nbd_rc_try_now(&c->rc, now))
 		return false;
-	if (dial_resolves(c->disk->uri) && (c->dial = dial_start(c->disk->uri))) {
-		nbd_rc_attempt(&c->rc, now);
-		return false;
+	if (nbd_dial_resolves(c->disk->uri) && (h = new_handle())) {
+		if ((c->dial = nbd_dial_start(h, c->disk->uri))) {
+			nbd_rc_attempt(&c->rc, now);
+			return false;
+		}
+		nbd_close(h);	/* no thread for it: connect from here */
 	}
 	c->h = new_handle();
 	c->gen++;
