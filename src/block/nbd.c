@@ -588,6 +588,12 @@ struct send_ctx {
 	char *next;		/* the next gathered command's buffer */
 };
 
+/* Whether cmd is a READ or WRITE whose data are to be gathered. */
+static bool gathered(const struct nbd_cmd *cmd)
+{
+	return (cmd->cmd == NBD_PLAN_READ || cmd->cmd == NBD_PLAN_WRITE) && !cmd->buf;
+}
+
 /* Bytes of gather memory a gathered command of len bytes takes. */
 static uint64_t gcmd_size(uint64_t len)
 {
@@ -599,7 +605,7 @@ static int count_gather(void *opaque, const struct nbd_cmd *cmd)
 {
 	uint64_t *need = opaque;
 
-	if ((cmd->cmd == NBD_PLAN_READ || cmd->cmd == NBD_PLAN_WRITE) && !cmd->buf)
+	if (gathered(cmd))
 		*need += gcmd_size(cmd->len);
 	return 0;
 }
@@ -703,7 +709,7 @@ static int send_cmd(void *opaque, const struct nbd_cmd *cmd)
 	uint64_t done = s->r->drv[R_DONE];
 	int64_t cookie = -1;
 
-	if ((cmd->cmd == NBD_PLAN_READ || cmd->cmd == NBD_PLAN_WRITE) && !cmd->buf)
+	if (gathered(cmd))
 		return send_gathered(s, cmd);
 	s->r->drv[R_LEFT]++;
 	switch (cmd->cmd) {
