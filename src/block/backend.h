@@ -49,6 +49,12 @@ struct blk_backend {
 	 * nothing of the file's (locks, fadvise, SEEK_DATA). */
 	const struct blk_driver *drv;
 	void *priv;		/* the driver's */
+	/* Bytes a device may hold back a sequential stream's requests for,
+	 * while others are in flight, to send them as one (virtio-blk: see
+	 * hold_group in virtio/blk.c): set by a driver whose every command
+	 * costs its server more than the bytes do (NBD); 0: send each group
+	 * as soon as it is popped (files, RBD). */
+	uint32_t stream_hold;
 	/* Its I/O statistics (block/stats.h), made by blk_open; NULL: not
 	 * counted (a backend not opened by blk_open, or too many disks). */
 	struct blk_stats *stats;

@@ -337,6 +337,11 @@ static int nbd_open_disk(struct blk_backend *be, const struct disk_cfg *cfg,
 	be->ro = cfg->ro;
 	be->discard_ok = d->ex.can_trim;
 	be->discard_zeroes = false;	/* a trim need not read back zeroes */
+	/* a held stream goes as one gathered command (bench/RESULTS.md);
+	 * IOVM_NBD_HOLD=0 sends each group at once, for comparison */
+	be->stream_hold = d->gather.max;
+	if (getenv("IOVM_NBD_HOLD") && !strcmp(getenv("IOVM_NBD_HOLD"), "0"))
+		be->stream_hold = 0;
 	for (const char *p = cfg->path; *p; p++)
 		hash = (hash ^ (uint8_t)*p) * 0x100000001b3ull;
 	snprintf(be->serial, sizeof(be->serial), "iovm%016" PRIx64, hash);

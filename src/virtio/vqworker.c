@@ -250,6 +250,8 @@ static void queue_failed(struct vqworker *w, int err)
 	       w->name, w->index, strerror(-err), w->inflight);
 	if (w->dev->transport.needs_reset)
 		w->dev->transport.needs_reset(w->dev);
+	if (w->ops->release)	/* (each fails at once on the dead queue) */
+		w->ops->release(w, true);
 	blkq_abort(w->bq, -EIO);
 	if (w->inflight)
 		pr_err("%s queue %u: %u requests still in flight after failing the queue",
@@ -318,6 +320,8 @@ static void *queue_thread(void *arg)
 
 		if (stop && !w->inflight)
 			break;
+		if (stop && w->ops->release)
+			w->ops->release(w, true);
 		if (stop)	/* a drain does not wait for I/O limits */
 			blkq_unthrottle(w->bq);
 		if (!stop && !w->kick_armed && !w->inflight)
@@ -352,6 +356,8 @@ static void *queue_thread(void *arg)
 		if (!ret)
 			ret = blkq_reap(w->bq, false);
 		last = ret > 0 ? REAPED : busy ? POPPED : IDLE;
+		if (ret > 0 && w->ops->release)
+			w->ops->release(w, false);
 		if (ret < 0) {
 			queue_failed(w, ret);
 			serve_failed(w);

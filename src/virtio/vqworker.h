@@ -42,6 +42,14 @@ struct vqworker_ops {
 	/* After a run of pops: whatever the device holds back for a batch
 	 * (virtio-blk: the merge group being built). */
 	void (*popped)(struct vqworker *w);
+	/* Optional: sends what popped held back (virtio-blk: a merge group
+	 * it keeps open while other requests are in flight, see blk.c), all
+	 * of it or (all false) what it no longer wants to hold. Called with
+	 * all false after every reap that completed something, and with all
+	 * true once the thread stops or the queue fails. So popped may hold
+	 * back requests only while others of the queue are in flight: their
+	 * completions come through such reaps. */
+	void (*release)(struct vqworker *w, bool all);
 	/* Optional: work other threads post to the queue through the
 	 * device's qwake, done after each reap and on a kick before popping
 	 * (virtio-scsi: task management). */
