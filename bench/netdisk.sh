@@ -23,7 +23,12 @@
 #   iovm-nogather nbd, scattered jobs only: the same with
 #               IOVM_NBD_GATHER=0: one NBD command per memory-contiguous
 #               run of a request's buffers (no copy), instead of short runs
-#               gathered into one buffer and command
+#               gathered into one buffer and command (which also turns
+#               the hold of iovm-nohold off)
+#   iovm-nohold nbd, sequential jobs only: the same with IOVM_NBD_HOLD=0:
+#               each merge group goes to the server as soon as it is
+#               popped, instead of being held while 4 reads and writes
+#               are out (virtio/blk.c, hold_group)
 #   qsd         `qemu-storage-daemon --blockdev rbd|nbd --export
 #               vhost-user-blk` on the same image or server
 #   floor       the server with no VMM: `rbd bench` with as many threads as
@@ -80,7 +85,7 @@ for k in $(echo "$kinds" | tr ',' ' '); do
 	esac
 done
 for l in $(echo "$legs" | tr ',' ' '); do
-	case $l in iovm | iovm-p0 | iovm-p50 | iovm-poll | iovm-nogather | qsd | floor | probe) ;;
+	case $l in iovm | iovm-p0 | iovm-p50 | iovm-poll | iovm-nogather | iovm-nohold | qsd | floor | probe) ;;
 	*) echo "$me: --legs: unknown leg $l" >&2; exit 2 ;;
 	esac
 done
@@ -348,6 +353,10 @@ for r in $(seq "$rounds"); do
 				! has_leg iovm-nogather || [ "$k" = rbd ] ||
 					run_iovm "$k" iovm-nogather "$j" "" IOVM_NBD_GATHER=0 ;;
 			esac
+			case $j in *:read:*:* | *:write:*:*)
+				! has_leg iovm-nohold || [ "$k" = rbd ] ||
+					run_iovm "$k" iovm-nohold "$j" "" IOVM_NBD_HOLD=0 ;;
+			esac
 			! has_leg qsd || { qsd_label="kind=$k backend=qsd"; run_qsd "$qsd_blockdev" "$j" $client_opts; }
 			! has_leg floor || run_floor "$k" "$j"
 		done
@@ -383,7 +392,7 @@ for key, rs in runs.items():
     lo, hi, med = num(rs[0]["iops"]), num(rs[-1]["iops"]), num(rows[key]["iops"])
     spread[key] = "±%.0f%%" % (50 * (hi - lo) / med) if len(rs) > 1 and med else "-"
 
-order = ["iovm", "iovm-p0", "iovm-p50", "iovm-poll", "iovm-nogather", "qsd", "floor",
+order = ["iovm", "iovm-p0", "iovm-p50", "iovm-poll", "iovm-nogather", "iovm-nohold", "qsd", "floor",
          "probe-iovm", "probe-qemu"]
 kinds, jobs = [], []
 for (k, b, j) in runs:
@@ -418,7 +427,7 @@ for k in kinds:
                  ratio(pi, pq, "lat_p99_us"), ratio(pi, f, "iops")]
         if any(c != "-" for c in cells):
             print("| %s | %s |" % (j, " | ".join(cells)))
-    others = [b for b in ("iovm-p0", "iovm-p50", "iovm-poll", "iovm-nogather") if any((k, b, j) in rows for j in jobs)]
+    others = [b for b in ("iovm-p0", "iovm-p50", "iovm-poll", "iovm-nogather", "iovm-nohold") if any((k, b, j) in rows for j in jobs)]
     if others:
         print()
         print("| job | " + " | ".join("%s/iovm IOPS | %s/iovm CPU/IO" % (b, b) for b in others) + " |")

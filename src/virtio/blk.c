@@ -1,8 +1,9 @@
 /* virtio-blk: each queue is served by its own I/O thread, which waits on the
  * queue's kick eventfd and its io_uring completions in one io_uring_enter.
  * Every request is sent to the backend as soon as it is popped, reads and
- * writes alike, on iovecs that point into guest memory; completions are
- * pushed in whatever order they arrive. */
+ * writes alike, on iovecs that point into guest memory (sequential ones
+ * merged; on a network disk a stream's may be held while others are out:
+ * hold_group); completions are pushed in whatever order they arrive. */
 #include <endian.h>
 #include <errno.h>
 #include <stdio.h>
@@ -49,6 +50,7 @@ struct vblk_req {
 	unsigned int data_cnt;
 	uint64_t sector;
 	struct vblk_req *merge_next;
+	bool sent;		/* IN/OUT handed to the backend (rw_out) */
 };
 
 /* A merged group in flight: its combined iovecs and its requests. */
@@ -81,6 +83,9 @@ struct vblk_queue {
 	 * starts there may be followed by more of its stream, and waits in
 	 * the merge group for them; any other goes to the disk at once. */
 	uint64_t stream_end;
+	/* Reads and writes handed to the backend and not finished: what a
+	 * held group waits behind (hold_group). */
+	unsigned int rw_out;
 	struct merge_slot *merge;	/* MERGE_SLOTS */
 	struct merge_slot *merge_free;
 };
@@ -127,6 +132,10 @@ static void req_finish(struct vblk_req *r, uint8_t status, uint32_t len)
 {
 	struct vblk_queue *q = r->q;
 
+	if (r->sent) {
+		r->sent = false;
+		q->rw_out--;
+	}
 	*r->status = status;
 	virtq_push(q->w.vq, r->head, len);
 	q->w.need_notify = true;
@@ -292,6 +301,10 @@ static void merge_flush(struct vblk_queue *q)
 		return;
 	g->nreq = 0;
 	g->first = g->last = NULL;
+	for (struct vblk_req *s = r; s; s = s->merge_next) {
+		s->sent = true;
+		q->rw_out++;
+	}
 	if (!r->merge_next || !m) {
 		while (r) {
 			struct vblk_req *next = r->merge_next;
@@ -494,13 +507,14 @@ static int vblk_pop(struct vqworker *w)
  * for the same writes, whose iothread merely wakes up later (nbdkit's
  * log: bench/RESULTS.md). So on a disk that asks for it (stream_hold),
  * a group that continues a stream stays open while at least HOLD_OTHERS
- * other requests of the queue are in flight, which keep the server busy
- * meanwhile, until it reaches stream_hold bytes or MERGE_MAX_REQS; every
- * reap looks again (the worker's release op), so it goes out as soon as
- * the others drop below that. Never by a timer: a held group always has
- * other requests in flight, whose completions are such reaps, and a
- * stopping or failed queue sends it at once. A random request, or a
- * stream's first, is never held (merge_add sends it alone). */
+ * reads and writes of the queue are out at the backend (rw_out: flushes
+ * and discards do not count, they need not keep the server busy with
+ * data), until it reaches stream_hold bytes or MERGE_MAX_REQS requests;
+ * every reap looks again (the worker's release op), so it goes out as
+ * soon as those drop below that. Never by a timer: a held group always
+ * has requests out whose completions are such reaps, and a stopping or
+ * failed queue sends it at once. A random request, or a stream's first,
+ * is never held (merge_add sends it alone); a stream at QD1 never is. */
 #define HOLD_OTHERS 4
 
 static bool hold_group(const struct vblk_queue *q)
@@ -508,8 +522,7 @@ static bool hold_group(const struct vblk_queue *q)
 	const struct merge_group *g = &q->grp;
 
 	return g->nreq && g->nreq < MERGE_MAX_REQS &&
-	       g->bytes < q->b->be.stream_hold &&
-	       q->w.inflight >= g->nreq + HOLD_OTHERS;
+	       g->bytes < q->b->be.stream_hold && q->rw_out >= HOLD_OTHERS;
 }
 
 static void vblk_popped(struct vqworker *w)
@@ -562,6 +575,7 @@ static int pool_init(struct vblk_queue *q, unsigned int size)
 	}
 	memset(&q->grp, 0, sizeof(q->grp));
 	q->stream_end = UINT64_MAX;
+	q->rw_out = 0;
 	q->free = NULL;
 	for (unsigned int i = 0; i < size; i++) {
 		q->reqs[i].iov = q->iovs + (size_t)i * REQ_MAX_IOV;

@@ -250,9 +250,11 @@ static void queue_failed(struct vqworker *w, int err)
 	       w->name, w->index, strerror(-err), w->inflight);
 	if (w->dev->transport.needs_reset)
 		w->dev->transport.needs_reset(w->dev);
-	if (w->ops->release)	/* (each fails at once on the dead queue) */
-		w->ops->release(w, true);
 	blkq_abort(w->bq, -EIO);
+	/* after the abort: what was held fails at once on the dead queue
+	 * instead of reaching a disk the guest was told it did not */
+	if (w->ops->release)
+		w->ops->release(w, true);
 	if (w->inflight)
 		pr_err("%s queue %u: %u requests still in flight after failing the queue",
 		       w->name, w->index, w->inflight);
@@ -279,6 +281,9 @@ static void serve_failed(struct vqworker *w)
 			w->ops->scan(w);
 		if (!w->broken) {
 			process_ring(w);
+			/* (nothing is held here: no reap would send it) */
+			if (w->ops->release)
+				w->ops->release(w, true);
 			vqworker_notify(w);
 			/* kicks on; true: entries arrived meanwhile (not
 			 * worth a look while the pool is still empty, which
@@ -361,6 +366,8 @@ static void *queue_thread(void *arg)
 		if (ret < 0) {
 			queue_failed(w, ret);
 			serve_failed(w);
+			if (w->ops->release)	/* (stopped before its first turn) */
+				w->ops->release(w, true);
 			break;
 		}
 		if (w->ops->scan)

@@ -45,8 +45,9 @@ struct vqworker_ops {
 	/* Optional: sends what popped held back (virtio-blk: a merge group
 	 * it keeps open while other requests are in flight, see blk.c), all
 	 * of it or (all false) what it no longer wants to hold. Called with
-	 * all false after every reap that completed something, and with all
-	 * true once the thread stops or the queue fails. So popped may hold
+	 * all false after every reap that returned events, and with all
+	 * true once the thread stops, when the queue fails and after every
+	 * pop on a failed queue. So popped may hold
 	 * back requests only while others of the queue are in flight: their
 	 * completions come through such reaps. */
 	void (*release)(struct vqworker *w, bool all);

@@ -1,13 +1,15 @@
 /* virtio-blk on an NBD disk (nbdkit's memory plugin, our child, behind its
  * log and pause filters): how a sequential stream that the guest refills
- * one request at a time reaches the server. With other requests in flight
+ * one request at a time reaches the server. With four reads or writes out
  * the stream's requests are held and go as one command (hold_group in
- * virtio/blk.c); IOVM_NBD_HOLD=0 sends each as it comes; a stopping queue
- * sends what it held at once. Built by construction: the server is paused
- * (its pause filter answers nothing until resumed), each stream request is
- * published only after the device popped the one before, and nbdkit's log
- * filter, in front of the pause, shows every command as it arrives. The
- * data are read back. SKIPPED (77) without nbdkit or an NBD-enabled build. */
+ * virtio/blk.c), with three they go at once; IOVM_NBD_HOLD=0 sends each
+ * as it comes; a stopping queue sends what it held at once. Built by
+ * construction: the server is paused (its pause filter answers nothing
+ * until resumed), each stream request is published only after the device
+ * popped the one before, the test waits for the server to see each one
+ * that goes at once, and nbdkit's log filter, in front of the pause,
+ * shows every command as it arrives. The data are read back. SKIPPED (77)
+ * without nbdkit, its log and pause filters, or an NBD-enabled build. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -42,6 +44,25 @@ static char dir[] = "/tmp/iovm-blk-nbd.XXXXXX";
 static char sock[100], pidf[160], ctl[100], logf[128], uri[200];
 static pid_t server;
 
+/* Each test's own file names, so that a device a failed test left
+ * behind cannot reach the next test's server or log. */
+static void name_files(unsigned int n)
+{
+	snprintf(sock, sizeof(sock), "%s/nbd%u.sock", dir, n);
+	snprintf(pidf, sizeof(pidf), "%s/nbdkit%u.pid", dir, n);
+	snprintf(ctl, sizeof(ctl), "%s/pause%u.sock", dir, n);
+	snprintf(logf, sizeof(logf), "%s/nbdkit%u.log", dir, n);
+	snprintf(uri, sizeof(uri), "nbd+unix:///?socket=%s", sock);
+}
+
+static void remove_files(void)
+{
+	unlink(sock);
+	unlink(pidf);
+	unlink(ctl);
+	unlink(logf);
+}
+
 /* Each test's setup: nbdkit in the foreground, our child. */
 static int server_start(void **state)
 {
@@ -50,18 +71,21 @@ static int server_start(void **state)
 			       "--filter=log", "--filter=pause", "memory", "8M",
 			       logarg, ctlarg, NULL };
 
+	static unsigned int tests;
+	pid_t parent = getpid();
+
+	name_files(++tests);
 	snprintf(logarg, sizeof(logarg), "logfile=%s", logf);
 	snprintf(ctlarg, sizeof(ctlarg), "pause-control=%s", ctl);
-	unlink(pidf);
-	unlink(sock);
-	unlink(logf);
-	unlink(ctl);
+	remove_files();
 	server = fork();
 	assert_true(server >= 0);
 	if (!server) {
 		/* it dies with the test, even one killed by its alarm (a
 		 * paused nbdkit ignores SIGTERM) */
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)	/* it died before the prctl */
+			_exit(127);
 		execvp("nbdkit", argv);
 		_exit(127);
 	}
@@ -80,9 +104,12 @@ static int server_start(void **state)
 static int server_stop(void **state)
 {
 	int status;
+	pid_t got;
 
 	kill(server, SIGKILL);
-	return waitpid(server, &status, 0) == server ? 0 : -1;
+	got = waitpid(server, &status, 0);
+	remove_files();
+	return got == server ? 0 : -1;
 }
 
 /* 'p' or 'r' to the pause filter; returns once it answered ('P' comes
@@ -231,94 +258,137 @@ static void fill(uint8_t *p, unsigned int seed)
 		p[i] = (uint8_t)(seed * 29 + i * 13 + (i >> 8));
 }
 
-/* Five writes apart from each other, then a stream of four. */
-#define NREQ 9
-static const uint64_t sectors[NREQ] = { 1000, 2000, 3000, 4000, 5000,
-					100, 108, 116, 124 };
+/* Up to five writes apart from each other, then a stream of four. */
+#define NAPART 5
+#define NSTREAM 4
+#define NREQ (NAPART + NSTREAM)
+static const uint64_t apart[NAPART] = { 1000, 2000, 3000, 4000, 5000 };
+static const uint64_t stream[NSTREAM] = { 100, 108, 116, 124 };
 
-/* Pauses the server and makes the nine writes, each popped on its own:
- * the five apart and the stream's first go at once (the server has them
- * when this returns); the rest of the stream, with six others in flight,
- * as the hold decides. */
-static void write_paused(struct fixture *f, struct breq *r)
+/* The sector of write i of a run with napart writes apart. */
+static uint64_t sector_of(unsigned int napart, unsigned int i)
+{
+	return i < napart ? apart[i] : stream[i - napart];
+}
+
+/* Pauses the server and makes napart writes apart, then the stream, each
+ * popped on its own; after stream write k it waits until the server has
+ * seen[k] write commands (those sent at once). Held writes are never
+ * waited for: the final count tells whether they were. */
+static void write_paused(struct fixture *f, struct breq *r, unsigned int napart,
+			 const unsigned int seen[NSTREAM])
 {
 	server_ctl('p');
-	for (int i = 0; i < NREQ; i++) {
+	for (unsigned int i = 0; i < napart + NSTREAM; i++) {
 		r[i].data = vdriver_alloc(&f->d, SZ);
-		fill(vdriver_ptr(&f->d, r[i].data, SZ), (unsigned int)i + 1);
-		add_popped(f, &r[i], VIRTIO_BLK_T_OUT, sectors[i]);
+		fill(vdriver_ptr(&f->d, r[i].data, SZ), i + 1);
+		add_popped(f, &r[i], VIRTIO_BLK_T_OUT, sector_of(napart, i));
+		if (i >= napart)
+			wait_writes(seen[i - napart]);
 	}
-	wait_writes(6);
 }
 
 /* Reads every write back and checks its bytes. */
-static void check_data(struct fixture *f)
+static void check_data(struct fixture *f, unsigned int napart)
 {
 	uint8_t ref[SZ];
 	uint32_t id, len;
 
-	for (int i = 0; i < NREQ; i++) {
+	for (unsigned int i = 0; i < napart + NSTREAM; i++) {
 		struct breq r = { 0 };
 
-		add_req(f, &r, VIRTIO_BLK_T_IN, sectors[i], false);
+		add_req(f, &r, VIRTIO_BLK_T_IN, sector_of(napart, i), false);
 		vdriver_kick(&f->d, 0);
 		assert_int_equal(vdriver_wait_used(&f->d, 0, &id, &len, WAIT_MS), 1);
 		assert_int_equal(id, r.head);
 		assert_int_equal(status_of(f, &r), VIRTIO_BLK_S_OK);
-		fill(ref, (unsigned int)i + 1);
+		fill(ref, i + 1);
 		assert_memory_equal(vdriver_ptr(&f->d, r.data, SZ), ref, SZ);
 	}
 }
 
 /* write_paused, then the server resumes: returns the number of commands
  * it saw once all completed (c: them, by offset), the data checked. */
-static unsigned int stream_commands(struct fixture *f, struct cmd *c)
+static unsigned int stream_commands(struct fixture *f, struct cmd *c,
+				    unsigned int napart,
+				    const unsigned int seen[NSTREAM])
 {
 	struct breq r[NREQ];
 	uint32_t id, len;
 	unsigned int n;
 
-	write_paused(f, r);
+	write_paused(f, r, napart, seen);
 	server_ctl('r');
-	for (int i = 0; i < NREQ; i++)
+	for (unsigned int i = 0; i < napart + NSTREAM; i++)
 		assert_int_equal(vdriver_wait_used(&f->d, 0, &id, &len, WAIT_MS), 1);
-	for (int i = 0; i < NREQ; i++)
+	for (unsigned int i = 0; i < napart + NSTREAM; i++)
 		assert_int_equal(status_of(f, &r[i]), VIRTIO_BLK_S_OK);
 	n = logged_writes(c, 64);
-	check_data(f);
+	check_data(f, napart);
 	return n;
 }
 
-/* Held while the others are in flight, the stream's last three go as one
- * command of 12 KiB once completions come. */
+/* The stream's commands the server saw (the first by offset: those
+ * apart come after): their sectors and sizes in 4 KiB. */
+struct want {
+	uint64_t sector;
+	uint64_t blocks;
+};
+
+static void expect_stream(const struct cmd *c, const struct want *w,
+			  unsigned int n)
+{
+	for (unsigned int i = 0; i < n; i++) {
+		assert_int_equal(c[i].offset, w[i].sector * 512);
+		assert_int_equal(c[i].count, w[i].blocks * SZ);
+	}
+}
+
+/* Six writes out (five apart, the stream's first): the stream's last
+ * three are held, and go as one command of 12 KiB once completions
+ * come. */
 static void test_stream_held(void **state)
 {
+	static const unsigned int seen[NSTREAM] = { 6, 6, 6, 6 };
+	static const struct want w[] = { { 100, 1 }, { 108, 3 } };
 	struct cmd c[64];
 	struct fixture *f;
 
 	f = make();
-	assert_int_equal(stream_commands(f, c), 7);
-	assert_int_equal(c[0].offset, 100 * 512);
-	assert_int_equal(c[0].count, SZ);
-	assert_int_equal(c[1].offset, 108 * 512);
-	assert_int_equal(c[1].count, 3 * SZ);
+	assert_int_equal(stream_commands(f, c, 5, seen), 7);
+	expect_stream(c, w, 2);
+	destroy(f);
+}
+
+/* The threshold: with two apart and the stream's first out, three in
+ * all, the second goes at once; with it, four are out, and the last two
+ * are held and go as one command. */
+static void test_hold_threshold(void **state)
+{
+	static const unsigned int seen[NSTREAM] = { 3, 4, 4, 4 };
+	static const struct want w[] = { { 100, 1 }, { 108, 1 }, { 116, 2 } };
+	struct cmd c[64];
+	struct fixture *f;
+
+	f = make();
+	assert_int_equal(stream_commands(f, c, 2, seen), 5);
+	expect_stream(c, w, 3);
 	destroy(f);
 }
 
 /* IOVM_NBD_HOLD=0: each of the stream's requests is its own command. */
 static void test_no_hold(void **state)
 {
+	static const unsigned int seen[NSTREAM] = { 6, 7, 8, 9 };
+	static const struct want w[] = { { 100, 1 }, { 108, 1 }, { 116, 1 }, { 124, 1 } };
 	struct cmd c[64];
 	struct fixture *f;
 
 	setenv("IOVM_NBD_HOLD", "0", 1);
 	f = make();
 	unsetenv("IOVM_NBD_HOLD");
-	assert_int_equal(stream_commands(f, c), 9);
-	for (int i = 5; i < NREQ; i++) {	/* the stream's, first by offset */
-		assert_int_equal(c[i - 5].offset, sectors[i] * 512);
-		assert_int_equal(c[i - 5].count, SZ);
-	}
+	assert_int_equal(stream_commands(f, c, 5, seen), 9);
+	expect_stream(c, w, 4);
 	destroy(f);
 }
 
@@ -335,6 +405,8 @@ static void *stop_queue(void *arg)
  * completes. */
 static void test_stop_sends_held(void **state)
 {
+	static const unsigned int seen[NSTREAM] = { 6, 6, 6, 6 };
+	static const struct want w[] = { { 100, 1 }, { 108, 3 } };
 	struct breq r[NREQ];
 	struct cmd c[64];
 	struct fixture *f;
@@ -342,12 +414,11 @@ static void test_stop_sends_held(void **state)
 	uint32_t id, len;
 
 	f = make();
-	write_paused(f, r);
+	write_paused(f, r, 5, seen);
 	assert_int_equal(pthread_create(&t, NULL, stop_queue, f), 0);
 	wait_writes(7);
 	assert_int_equal(logged_writes(c, 64), 7);
-	assert_int_equal(c[1].offset, 108 * 512);
-	assert_int_equal(c[1].count, 3 * SZ);
+	expect_stream(c, w, 2);
 	server_ctl('r');
 	assert_int_equal(pthread_join(t, NULL), 0);
 	for (int i = 0; i < NREQ; i++) {
@@ -361,6 +432,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_stream_held, server_start, server_stop),
+		cmocka_unit_test_setup_teardown(test_hold_threshold, server_start, server_stop),
 		cmocka_unit_test_setup_teardown(test_no_hold, server_start, server_stop),
 		cmocka_unit_test_setup_teardown(test_stop_sends_held, server_start, server_stop),
 	};
@@ -374,22 +446,17 @@ int main(void)
 		printf("SKIPPED: nbdkit is not installed (tools/install-deps.sh)\n");
 		return 77;
 	}
+	if (system("nbdkit --filter=log --filter=pause null --dump-plugin >/dev/null 2>&1")) {
+		printf("SKIPPED: this nbdkit has no log or pause filter\n");
+		return 77;
+	}
 	signal(SIGPIPE, SIG_IGN);
 	if (!mkdtemp(dir)) {
 		perror(dir);
 		return 1;
 	}
-	snprintf(sock, sizeof(sock), "%s/nbd.sock", dir);
-	snprintf(pidf, sizeof(pidf), "%s/nbdkit.pid", dir);
-	snprintf(ctl, sizeof(ctl), "%s/pause.sock", dir);
-	snprintf(logf, sizeof(logf), "%s/nbdkit.log", dir);
-	snprintf(uri, sizeof(uri), "nbd+unix:///?socket=%s", sock);
 	alarm(120);	/* a hang is a failure, not a wait for ever */
 	ret = cmocka_run_group_tests(tests, NULL, NULL);
-	unlink(sock);
-	unlink(pidf);
-	unlink(ctl);
-	unlink(logf);
 	rmdir(dir);
 	return ret;
 }
