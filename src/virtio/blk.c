@@ -579,6 +579,7 @@ static int pool_init(struct vblk_queue *q, unsigned int size)
 	q->free = NULL;
 	for (unsigned int i = 0; i < size; i++) {
 		q->reqs[i].iov = q->iovs + (size_t)i * REQ_MAX_IOV;
+		q->reqs[i].sent = false;	/* (a kept pool: rw_out is 0) */
 		q->reqs[i].next = q->free;
 		q->free = &q->reqs[i];
 	}

@@ -47,9 +47,9 @@ struct vqworker_ops {
 	 * of it or (all false) what it no longer wants to hold. Called with
 	 * all false after every reap that returned events, and with all
 	 * true once the thread stops, when the queue fails and after every
-	 * pop on a failed queue. So popped may hold
-	 * back requests only while others of the queue are in flight: their
-	 * completions come through such reaps. */
+	 * pop on a failed queue. So popped may hold back requests only while
+	 * others of the queue are in flight: their completions come through
+	 * such reaps. */
 	void (*release)(struct vqworker *w, bool all);
 	/* Optional: work other threads post to the queue through the
 	 * device's qwake, done after each reap and on a kick before popping
