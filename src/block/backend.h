@@ -91,6 +91,34 @@ int blk_open(struct blk_backend *be, const struct disk_cfg *cfg, char *err,
 	     size_t errlen);
 void blk_close(struct blk_backend *be);
 
+/* How a device's queue thread spins on its disks before it sleeps
+ * (virtio/vqworker.c): at most ns (poll-us=); at low depth, for the
+ * driver's next request after completions at most answer_ns, and for
+ * completions only if completions is set. */
+struct blk_spin {
+	uint64_t ns;
+	uint64_t answer_ns;
+	bool completions;
+};
+
+/* A network disk whose poll-us= is not given spins at low depth only for
+ * a driver that answers within this: a spin that waits longer for its
+ * answer costs the thread more CPU than the driver's kick and a wakeup
+ * would, and never for a completion, which takes a server's round trip
+ * (tens to hundreds of microseconds: the spin would last all of it; QEMU's
+ * iothreads do not poll sockets either). Measured: bench/RESULTS.md,
+ * issue 17, "the queue thread's spin on network disks". */
+#define BLK_SPIN_NET_ANSWER_NS 10000
+
+/* The spin of a device serving the n disks of cfgs, be[i] opened from
+ * cfgs[i]: ns is config_disks_poll_us; a file or block device, or a disk
+ * with poll-us= given, spins as long as ns for answers and completions;
+ * network disks alone, none with poll-us=, as BLK_SPIN_NET_ANSWER_NS says.
+ * The deeper spins (BLKQ_SPIN_REFILL_NS, BLKQ_SPIN_BURST_NS) are the same
+ * for every disk. */
+void blk_spin_of(struct blk_spin *s, const struct blk_backend *const *be,
+		 const struct disk_cfg *const *cfgs, unsigned int n);
+
 /* I/O limits (struct disk_limits in config.h; token buckets shared by
  * every queue of the disk). A request that finds no tokens is held in its
  * queue, in order behind any held before it on that queue (a FLUSH too,

@@ -1,5 +1,6 @@
 /* Which block driver a disk's path names: a file (none), Ceph RBD
- * (rbd:POOL/IMAGE) or NBD (the NBD URI schemes). */
+ * (rbd:POOL/IMAGE) or NBD (the NBD URI schemes), and how a device's queue
+ * thread spins on them. */
 #include "block/driver.h"
 
 const struct blk_driver *blk_driver_for(const char *path, const char **missing)
@@ -19,4 +20,17 @@ const struct blk_driver *blk_driver_for(const char *path, const char **missing)
 #endif
 	}
 	return NULL;
+}
+
+void blk_spin_of(struct blk_spin *s, const struct blk_backend *const *be,
+		 const struct disk_cfg *const *cfgs, unsigned int n)
+{
+	bool full = false;
+
+	for (unsigned int i = 0; i < n; i++)
+		full |= blk_is_local(be[i]) || cfgs[i]->poll_set;
+	s->ns = config_disks_poll_us(cfgs, n) * 1000ull;
+	s->completions = full;
+	s->answer_ns = full || s->ns < BLK_SPIN_NET_ANSWER_NS ?
+		       s->ns : BLK_SPIN_NET_ANSWER_NS;
 }

@@ -71,7 +71,9 @@ VHOST_METRICS_LISTEN_HELP                                                       
 "                     microseconds (default 50; 0 never polls). Polling\n"     \
 "                     saves a wakeup and the front-end's notification per\n"   \
 "                     request at low queue depth, for up to one host CPU\n"    \
-"                     per queue while the guest does I/O\n"
+"                     per queue while the guest does I/O. Unless given, a\n"   \
+"                     network disk's queues never poll for a completion at\n" \
+"                     low depth and at most 10 us for the next request\n"
 
 #define HELP_TAIL                                                                \
 "\n"                                                                            \

@@ -756,7 +756,9 @@ struct virtio_dev *virtio_blk_create(const struct disk_cfg *cfg,
 {
 	struct vblk *b = calloc(1, sizeof(*b));
 	unsigned int nq = cfg->queues ? cfg->queues : default_queues;
-	uint64_t f, spin_ns;
+	const struct blk_backend *be;
+	struct blk_spin spin;
+	uint64_t f;
 
 	if (!b) {
 		snprintf(err, errlen, "%s: out of memory", cfg->path);
@@ -787,11 +789,12 @@ struct virtio_dev *virtio_blk_create(const struct disk_cfg *cfg,
 	b->dev.config_len = VIRTIO_BLK_CFG_LEN;
 	b->dev.host_features = f;
 	b->dev.ops = &vblk_ops;
-	spin_ns = config_disks_poll_us(&cfg, 1) * 1000ull;
+	be = &b->be;
+	blk_spin_of(&spin, &be, &cfg, 1);
 	for (unsigned int i = 0; i < VIRTIO_BLK_MAX_QUEUES; i++) {
 		b->q[i].b = b;
 		vqworker_init(&b->q[i].w, &vblk_queue_ops, &b->dev, "virtio-blk",
-			      spin_ns);
+			      &spin);
 	}
 	fill_config(b);
 	return &b->dev;

@@ -914,7 +914,8 @@ struct virtio_dev *virtio_scsi_create(const struct disk_cfg *const *disks,
 				      size_t errlen)
 {
 	unsigned int target[CONFIG_MAX_DISKS], nq = 0;
-	uint64_t spin_ns;
+	const struct blk_backend *be[CONFIG_MAX_DISKS];
+	struct blk_spin spin;
 	struct vscsi *s;
 
 	if (!n || n > CONFIG_MAX_DISKS) {
@@ -932,11 +933,8 @@ struct virtio_dev *virtio_scsi_create(const struct disk_cfg *const *disks,
 		snprintf(err, errlen, "virtio-scsi: out of memory");
 		return NULL;
 	}
-	spin_ns = config_disks_poll_us(disks, n) * 1000ull;
 	for (unsigned int i = 0; i < VIRTIO_SCSI_MAX_QUEUES; i++) {
 		s->q[i].s = s;
-		vqworker_init(&s->q[i].w, &vscsi_queue_ops, &s->dev,
-			      "virtio-scsi", spin_ns);
 		pthread_mutex_init(&s->q[i].mbox_lock, NULL);
 	}
 	for (unsigned int i = 0; i < n; i++) {
@@ -963,7 +961,13 @@ struct virtio_dev *virtio_scsi_create(const struct disk_cfg *const *disks,
 			s->max_target = target[i];
 		if (disks[i]->queues > nq)
 			nq = disks[i]->queues;
+		be[i] = &lu->be;
 	}
+	/* (the queues spin as the disks they serve want: opened first) */
+	blk_spin_of(&spin, be, disks, n);
+	for (unsigned int i = 0; i < VIRTIO_SCSI_MAX_QUEUES; i++)
+		vqworker_init(&s->q[i].w, &vscsi_queue_ops, &s->dev,
+			      "virtio-scsi", &spin);
 	if (!nq)
 		nq = default_queues ? default_queues : 1;
 	if (nq > VIRTIO_SCSI_MAX_QUEUES)

@@ -158,8 +158,6 @@ static bool spin_ring(struct vqworker *w, uint64_t ns)
 	return true;
 }
 
-/* What the last turn of the loop did. */
-enum activity { IDLE, POPPED, REAPED };
 
 /* Whether the driver answers. Spinning pays when the driver is waiting on
  * this thread: it sees a completion and sends its next request within the
@@ -214,7 +212,13 @@ static bool low_depth(const struct vqworker *w)
  * complete the request (measured: bench/RESULTS.md, the RBD QD1 rows). So
  * those spins record whether a completion (or a new request) ended them;
  * while fewer than ANSWERS_MIN of the last 16 did, the thread sleeps at
- * once after popping, spinning on every ANSWER_PROBE-th such turn only. */
+ * once after popping, spinning on every ANSWER_PROBE-th such turn only.
+ * A network disk's (blk_spin_of: spin_completions false unless its
+ * poll-us= is given) are not spun for at all: even one whose round trip
+ * fits in the spin (nbdkit on this machine: ~40 us) would keep the thread
+ * busy for all of it, and its answer spin waits at most answer_ns (10 us),
+ * so that a driver slower to answer than a kick and a wakeup cost is not
+ * spun for either (the same tracker then stops those spins). */
 
 /* How long to spin before sleeping: at low depth a sleep and a wakeup per
  * request cost more than the I/O, so wait there for the completion or the
@@ -224,18 +228,20 @@ static bool low_depth(const struct vqworker *w)
  * off, and a request left in the ring would wait for the next completion);
  * right after new requests only, wait less: a driver's refill comes in a
  * burst. None of this while the driver does not answer (see above). */
-static uint64_t spin_ns(struct vqworker *w, enum activity last, bool answer)
+uint64_t vqworker_spin_ns(struct vqworker *w, enum vq_activity last,
+			  bool answer)
 {
 	uint64_t ns;
 
 	if (!vq_answers_ok(&w->answers))
-		return answer && vq_answers_spin(&w->answers) ? w->spin_ns : 0;
-	if (low_depth(w) && !answer && last == POPPED && w->inflight)
-		return vq_answers_spin(&w->completes) ? w->spin_ns : 0;
+		return answer && vq_answers_spin(&w->answers) ? w->answer_ns : 0;
+	if (low_depth(w) && !answer && last == VQ_POPPED && w->inflight)
+		return w->spin_completions &&
+		       vq_answers_spin(&w->completes) ? w->spin_ns : 0;
 	if (low_depth(w))
-		return w->spin_ns;
-	ns = last == REAPED ? BLKQ_SPIN_REFILL_NS :
-	     last == POPPED ? BLKQ_SPIN_BURST_NS : 0;
+		return answer ? w->answer_ns : w->spin_ns;
+	ns = last == VQ_REAPED ? BLKQ_SPIN_REFILL_NS :
+	     last == VQ_POPPED ? BLKQ_SPIN_BURST_NS : 0;
 	return ns < w->spin_ns ? ns : w->spin_ns;
 }
 
@@ -317,7 +323,7 @@ static void *queue_thread(void *arg)
 	process_ring(w);
 	arm_kick(w);
 	blkq_submit(w->bq);
-	for (enum activity last = IDLE;;) {
+	for (enum vq_activity last = VQ_IDLE;;) {
 		bool stop = stopping(w);
 		bool busy, ready, answer;
 		uint64_t ns;
@@ -334,7 +340,7 @@ static void *queue_thread(void *arg)
 		arm_wake(w);
 		/* (the driver owes an answer to what the last turn pushed) */
 		answer = !stop && w->answer_due && low_depth(w);
-		ns = stop ? 0 : spin_ns(w, last, answer);
+		ns = stop ? 0 : vqworker_spin_ns(w, last, answer);
 		busy = ns && spin_ring(w, ns);
 		/* A thread that never spins (poll-us=0) sends what it queued
 		 * with its sleep, in one io_uring_enter instead of two. */
@@ -342,9 +348,9 @@ static void *queue_thread(void *arg)
 				  blkq_ready(w->bq));
 		/* (a spin that a completion ended before the driver answered
 		 * tells nothing) */
-		if (answer && ns && ns == w->spin_ns && !ready)
+		if (answer && ns && ns == w->answer_ns && !ready)
 			vq_answers_record(&w->answers, busy);
-		else if (!answer && last == POPPED && ns && ns == w->spin_ns)
+		else if (!answer && last == VQ_POPPED && ns && ns == w->spin_ns)
 			vq_answers_record(&w->completes, busy || ready);
 		/* (kicks stay off if a completion ended the spin) */
 		if (!busy && !ready && !may_sleep(w)) {
@@ -360,7 +366,7 @@ static void *queue_thread(void *arg)
 			virtq_disable_kicks(w->vq);
 		if (!ret)
 			ret = blkq_reap(w->bq, false);
-		last = ret > 0 ? REAPED : busy ? POPPED : IDLE;
+		last = ret > 0 ? VQ_REAPED : busy ? VQ_POPPED : VQ_IDLE;
 		if (ret > 0 && w->ops->release)
 			w->ops->release(w, false);
 		if (ret < 0) {
@@ -411,9 +417,12 @@ int vq_pool_alloc(struct vq_pool_array *a, unsigned int n,
 }
 
 void vqworker_init(struct vqworker *w, const struct vqworker_ops *ops,
-		   struct virtio_dev *dev, const char *name, uint64_t spin_ns)
+		   struct virtio_dev *dev, const char *name,
+		   const struct blk_spin *spin)
 {
-	w->spin_ns = spin_ns;
+	w->spin_ns = spin->ns;
+	w->answer_ns = spin->answer_ns;
+	w->spin_completions = spin->completions;
 	w->ops = ops;
 	w->dev = dev;
 	w->name = name;

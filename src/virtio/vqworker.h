@@ -13,6 +13,7 @@
 #include "virtio/qwake.h"
 
 struct blk_queue;
+struct blk_spin;
 struct virtio_dev;
 struct virtq;
 struct vqworker;
@@ -71,6 +72,10 @@ struct vqworker {
 	unsigned int depth;	/* requests in the device's pool */
 	unsigned int inflight;	/* taken from the pool and not finished */
 	uint64_t spin_ns;	/* the longest spin before a sleep */
+	/* at low depth: the longest spin for the driver's answer, and
+	 * whether to spin for completions (struct blk_spin) */
+	uint64_t answer_ns;
+	bool spin_completions;
 	struct vq_answers answers;
 	/* Whether a spin waiting on requests in flight (after new ones were
 	 * popped, at low depth) sees a completion within it: a network disk
@@ -106,11 +111,22 @@ struct vq_pool_array {
 int vq_pool_alloc(struct vq_pool_array *a, unsigned int n,
 		  unsigned int *cur, unsigned int size);
 
-/* Once, when the device is created. spin_ns: the longest the thread
- * busy-polls before it sleeps (the disk's poll-us=, see
- * config_disks_poll_us); 0: it never polls. */
+/* What the thread's last turn did: slept or spun with nothing to show,
+ * popped new requests, or reaped completions. */
+enum vq_activity { VQ_IDLE, VQ_POPPED, VQ_REAPED };
+
+/* How long the thread spins on its next turn, after a turn that did last;
+ * answer: the driver owes an answer to completions that turn pushed (see
+ * vqworker.c). Updates the answer trackers' probe counts. */
+uint64_t vqworker_spin_ns(struct vqworker *w, enum vq_activity last,
+			  bool answer);
+
+/* Once, when the device is created. spin: how the thread busy-polls
+ * before it sleeps (its disks' poll-us= and kind, see blk_spin_of); a
+ * spin of 0 ns: it never polls. */
 void vqworker_init(struct vqworker *w, const struct vqworker_ops *ops,
-		   struct virtio_dev *dev, const char *name, uint64_t spin_ns);
+		   struct virtio_dev *dev, const char *name,
+		   const struct blk_spin *spin);
 
 /* Prepares w to serve vq (its block queue, its wakeup, a fresh state);
  * the device's pool holds depth requests. Returns 0 or -errno. */

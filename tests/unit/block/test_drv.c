@@ -430,6 +430,48 @@ static void test_open_messages(void **state)
 	assert_null(be.drv);
 }
 
+/* How a device spins on its disks (blk_spin_of): a network disk without
+ * poll-us= spins at most BLK_SPIN_NET_ANSWER_NS for an answer and never
+ * for a completion at low depth; given poll-us=, or served with a file,
+ * it spins as a file does; poll-us=0 never spins. */
+static void test_spin_of(void **state)
+{
+	struct blk_backend file = { .fd = -1 }, net = { .fd = -1, .drv = &fake };
+	const struct blk_backend *both[2] = { &file, &net }, *one[1] = { &net };
+	struct disk_cfg a, b;
+	const struct disk_cfg *cfgs[2] = { &a, &b };
+	struct blk_spin s;
+	char err[256];
+
+	assert_int_equal(config_parse_disk("path=f", &a, err, sizeof(err)), 0);
+	assert_int_equal(config_parse_disk("path=nbd://h/e", &b, err, sizeof(err)), 0);
+	blk_spin_of(&s, one, cfgs + 1, 1);
+	assert_int_equal(s.ns, CONFIG_POLL_US_DEFAULT * 1000ull);
+	assert_int_equal(s.answer_ns, BLK_SPIN_NET_ANSWER_NS);
+	assert_false(s.completions);
+	blk_spin_of(&s, both, cfgs, 2);
+	assert_int_equal(s.ns, CONFIG_POLL_US_DEFAULT * 1000ull);
+	assert_int_equal(s.answer_ns, s.ns);
+	assert_true(s.completions);
+	config_free_disk(&b);
+
+	static const struct { const char *arg; uint64_t ns; } set[] = {
+		{ "path=nbd://h/e,poll-us=50", 50000 },
+		{ "path=nbd://h/e,poll-us=5", 5000 },
+		{ "path=nbd://h/e,poll-us=0", 0 },
+	};
+	for (size_t i = 0; i < sizeof(set) / sizeof(*set); i++) {
+		assert_int_equal(config_parse_disk(set[i].arg, &b, err,
+						   sizeof(err)), 0);
+		blk_spin_of(&s, one, cfgs + 1, 1);
+		assert_int_equal(s.ns, set[i].ns);
+		assert_int_equal(s.answer_ns, set[i].ns);
+		assert_true(s.completions);
+		config_free_disk(&b);
+	}
+	config_free_disk(&a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -445,6 +487,7 @@ int main(void)
 #endif
 		cmocka_unit_test(test_config),
 		cmocka_unit_test(test_open_messages),
+		cmocka_unit_test(test_spin_of),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
