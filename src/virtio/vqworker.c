@@ -158,7 +158,6 @@ static bool spin_ring(struct vqworker *w, uint64_t ns)
 	return true;
 }
 
-
 /* Whether the driver answers. Spinning pays when the driver is waiting on
  * this thread: it sees a completion and sends its next request within the
  * spin (a QD1 job, a deep one refilling at once). A driver that first
@@ -213,12 +212,12 @@ static bool low_depth(const struct vqworker *w)
  * those spins record whether a completion (or a new request) ended them;
  * while fewer than ANSWERS_MIN of the last 16 did, the thread sleeps at
  * once after popping, spinning on every ANSWER_PROBE-th such turn only.
- * A network disk's (blk_spin_of: spin_completions false unless its
+ * A network disk's (blk_spin_of: spin.completions false unless its
  * poll-us= is given) are not spun for at all: even one whose round trip
  * fits in the spin (nbdkit on this machine: ~40 us) would keep the thread
- * busy for all of it, and its answer spin waits at most answer_ns (10 us),
- * so that a driver slower to answer than a kick and a wakeup cost is not
- * spun for either (the same tracker then stops those spins). */
+ * busy for all of it, and its answer spin waits at most spin.answer_ns
+ * (10 us), so that a driver slower to answer than a kick and a wakeup cost
+ * is not spun for either (the same tracker then stops those spins). */
 
 /* How long to spin before sleeping: at low depth a sleep and a wakeup per
  * request cost more than the I/O, so wait there for the completion or the
@@ -234,15 +233,15 @@ uint64_t vqworker_spin_ns(struct vqworker *w, enum vq_activity last,
 	uint64_t ns;
 
 	if (!vq_answers_ok(&w->answers))
-		return answer && vq_answers_spin(&w->answers) ? w->answer_ns : 0;
+		return answer && vq_answers_spin(&w->answers) ? w->spin.answer_ns : 0;
 	if (low_depth(w) && !answer && last == VQ_POPPED && w->inflight)
-		return w->spin_completions &&
-		       vq_answers_spin(&w->completes) ? w->spin_ns : 0;
+		return w->spin.completions &&
+		       vq_answers_spin(&w->completes) ? w->spin.ns : 0;
 	if (low_depth(w))
-		return answer ? w->answer_ns : w->spin_ns;
+		return answer ? w->spin.answer_ns : w->spin.ns;
 	ns = last == VQ_REAPED ? BLKQ_SPIN_REFILL_NS :
 	     last == VQ_POPPED ? BLKQ_SPIN_BURST_NS : 0;
-	return ns < w->spin_ns ? ns : w->spin_ns;
+	return ns < w->spin.ns ? ns : w->spin.ns;
 }
 
 /* The queue's io_uring failed: the thread cannot wait on it any more.
@@ -344,13 +343,13 @@ static void *queue_thread(void *arg)
 		busy = ns && spin_ring(w, ns);
 		/* A thread that never spins (poll-us=0) sends what it queued
 		 * with its sleep, in one io_uring_enter instead of two. */
-		ready = !busy && (w->spin_ns ? blkq_spin(w->bq, 0, NULL, NULL) :
+		ready = !busy && (w->spin.ns ? blkq_spin(w->bq, 0, NULL, NULL) :
 				  blkq_ready(w->bq));
 		/* (a spin that a completion ended before the driver answered
 		 * tells nothing) */
-		if (answer && ns && ns == w->answer_ns && !ready)
+		if (answer && ns && ns == w->spin.answer_ns && !ready)
 			vq_answers_record(&w->answers, busy);
-		else if (!answer && last == VQ_POPPED && ns && ns == w->spin_ns)
+		else if (!answer && last == VQ_POPPED && ns && ns == w->spin.ns)
 			vq_answers_record(&w->completes, busy || ready);
 		/* (kicks stay off if a completion ended the spin) */
 		if (!busy && !ready && !may_sleep(w)) {
@@ -420,9 +419,7 @@ void vqworker_init(struct vqworker *w, const struct vqworker_ops *ops,
 		   struct virtio_dev *dev, const char *name,
 		   const struct blk_spin *spin)
 {
-	w->spin_ns = spin->ns;
-	w->answer_ns = spin->answer_ns;
-	w->spin_completions = spin->completions;
+	w->spin = *spin;
 	w->ops = ops;
 	w->dev = dev;
 	w->name = name;

@@ -10,10 +10,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "block/backend.h"
 #include "virtio/qwake.h"
 
 struct blk_queue;
-struct blk_spin;
 struct virtio_dev;
 struct virtq;
 struct vqworker;
@@ -71,11 +71,8 @@ struct vqworker {
 	struct blk_queue *bq;
 	unsigned int depth;	/* requests in the device's pool */
 	unsigned int inflight;	/* taken from the pool and not finished */
-	uint64_t spin_ns;	/* the longest spin before a sleep */
-	/* at low depth: the longest spin for the driver's answer, and
-	 * whether to spin for completions (struct blk_spin) */
-	uint64_t answer_ns;
-	bool spin_completions;
+	/* how it spins before a sleep (blk_spin_of) */
+	struct blk_spin spin;
 	struct vq_answers answers;
 	/* Whether a spin waiting on requests in flight (after new ones were
 	 * popped, at low depth) sees a completion within it: a network disk
