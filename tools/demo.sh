@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 ninja -C build
 ./tools/mkguest.sh build/guest
 
-if ! [ -r /dev/kvm ] || ! [ -w /dev/kvm ]; then
+if ! [ -c /dev/kvm ] || ! [ -r /dev/kvm ] || ! [ -w /dev/kvm ]; then
 	echo "demo: /dev/kvm cannot be opened: iovm needs KVM to run a VM" >&2
 	exit 1
 fi

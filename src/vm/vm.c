@@ -126,6 +126,12 @@ static int open_kvm(void)
 		return -e;
 	}
 	ver = ioctl(fd, KVM_GET_API_VERSION, 0);
+	if (ver < 0) {
+		pr_err("/dev/kvm is not a KVM device (KVM_GET_API_VERSION: %s)",
+		       strerror(errno));
+		close(fd);
+		return -ENOTSUP;
+	}
 	if (ver != KVM_API_VERSION) {
 		pr_err("/dev/kvm speaks KVM API version %d, iovm needs %d", ver,
 		       KVM_API_VERSION);
