@@ -1217,7 +1217,7 @@ static bool more_replies(struct nbd_conn *c)
  * says whether one is there (see readable_now: libnbd must never be told
  * the socket is readable when it is not); at low depth, where the next
  * reply is rarely there yet, no such poll is made. Measured:
- * bench/RESULTS.md, issue 17, "replies read in batches". */
+ * bench/RESULTS.md, issue 17, "NBD replies read in batches". */
 static void read_replies(struct nbd_conn *c)
 {
 	unsigned int n = 0;
