@@ -73,8 +73,9 @@
 /* A connection's gather ring: room for the gathered data of QD32 of 64k
  * requests, or of one request as large as the virtio-blk queue merges. */
 #define NBD_RING_BYTES (4u << 20)
-/* Replies read in one wakeup at most, and the commands out on a
- * connection from which a wakeup looks for more than one (read_replies). */
+/* read_replies: at most this many notify_read calls in one wakeup, and
+ * only a wakeup that finds at least NBD_BATCH_INFLIGHT commands out on the
+ * connection makes more than one. */
 #define NBD_READ_BATCH 32
 #define NBD_BATCH_INFLIGHT 4
 /* Watch and timer indexes of a context. */
@@ -1196,36 +1197,42 @@ static bool readable_now(struct nbd_conn *c, const struct nbd_ctx *x, int res)
 	return p.fd >= 0 && poll(&p, 1, 0) > 0;
 }
 
-/* Whether, many commands being out, another reply is waiting on c's
- * socket now. */
+/* Whether more of a reply is waiting on c's socket now. Never on a TLS
+ * connection: bytes on the socket there may be part of a TLS record that
+ * gnutls cannot decrypt yet, and libnbd 1.14, having started a reply from
+ * READY on them, would wait in it. */
 static bool more_replies(struct nbd_conn *c)
 {
 	struct pollfd p = { .events = POLLIN };
 
-	if (!live(c->h) || nbd_aio_in_flight(c->h) < NBD_BATCH_INFLIGHT ||
+	if (!live(c->h) || nbd_aio_in_flight(c->h) <= 0 ||
+	    nbd_get_tls_negotiated(c->h) == 1 ||
 	    !(nbd_aio_get_direction(c->h) & LIBNBD_AIO_DIRECTION_READ))
 		return false;
 	p.fd = nbd_aio_get_fd(c->h);
 	return p.fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
 }
 
-/* libnbd reads one reply per notify_read and goes back to READY. With
+/* libnbd reads at most one reply per notify_read on a plain socket (or
+ * the rest of one that had not all arrived) and goes back to READY. With
  * many commands out the next replies are usually on the socket already:
  * reading them in this turn, up to NBD_READ_BATCH, completes them
  * together (one used-ring update and one interrupt for the lot) instead
  * of one io_uring poll, wakeup and interrupt each. A poll of the socket
  * says whether one is there (see readable_now: libnbd must never be told
- * the socket is readable when it is not); at low depth, where the next
- * reply is rarely there yet, no such poll is made. Measured:
- * bench/RESULTS.md, issue 17, "NBD replies read in batches". */
+ * the socket is readable when it is not); a wakeup that finds fewer than
+ * NBD_BATCH_INFLIGHT commands out, where the next reply is rarely there
+ * yet, makes no such poll. Measured: bench/RESULTS.md, issue 17, "NBD
+ * replies read in batches". */
 static void read_replies(struct nbd_conn *c)
 {
+	bool deep = nbd_aio_in_flight(c->h) >= NBD_BATCH_INFLIGHT;
 	unsigned int n = 0;
 
 	do {
 		c->reads++;
 		nbd_aio_notify_read(c->h);	/* -1: service() sees it */
-	} while (++n < NBD_READ_BATCH && more_replies(c));
+	} while (deep && ++n < NBD_READ_BATCH && more_replies(c));
 }
 
 static void nbd_event(struct blk_att *att, unsigned int idx, int res)
