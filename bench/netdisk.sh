@@ -179,7 +179,8 @@ start_kind() {
 		# A fresh image's first reads are slow (the OSDs load its
 		# objects' metadata): without this pass, the first leg of the
 		# first job, iovm's, paid for it in every round (4k QD1 reads
-		# 0.62-0.79 of qsd's IOPS; after it 1.08-1.09: bench/RESULTS.md).
+		# 0.62-0.79 of qsd's IOPS; with it 0.93-1.09, inside the
+		# rounds' spread: bench/RESULTS.md, "the cold first leg").
 		rbd -c "$ceph_conf" bench --io-type read --io-size 4K --io-threads 16 \
 			--io-total 16M --io-pattern rand "iovm/$img" >/dev/null || return 1
 		uri=rbd:iovm/$img
