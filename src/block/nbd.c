@@ -1184,33 +1184,33 @@ static int nbd_submit(struct blk_att *att, struct blk_dreq *r)
  * (seen: netdisk-tcg nbd-restart hung, one request on the wire, about one
  * run in five). One poll of the socket per wakeup, under the lock, unless
  * nothing has run libnbd's state machine since the watch was armed. */
-static bool readable_now(struct nbd_conn *c, const struct nbd_ctx *x, int res)
+/* What one poll of c's socket for reading finds now: its revents, 0 for
+ * nothing (or no socket). */
+static short socket_events(struct nbd_conn *c)
 {
 	struct pollfd p = { .fd = nbd_aio_get_fd(c->h), .events = POLLIN };
 
+	return p.fd >= 0 && poll(&p, 1, 0) > 0 ? p.revents : 0;
+}
+
+static bool readable_now(struct nbd_conn *c, const struct nbd_ctx *x, int res)
+{
 	/* Nothing has let libnbd near the socket since this watch was armed
 	 * (c->reads counts every call that runs its state machine), so what
 	 * the watch saw is still there: no poll. The common case (sends do
 	 * not count, send_req), where it saves a system call per wakeup. */
 	if ((res & (POLLIN | POLLHUP | POLLERR)) && c->reads == x->watch_reads)
 		return true;
-	return p.fd >= 0 && poll(&p, 1, 0) > 0;
+	return socket_events(c) != 0;
 }
 
-/* Whether more of a reply is waiting on c's socket now. Never on a TLS
- * connection: bytes on the socket there may be part of a TLS record that
- * gnutls cannot decrypt yet, and libnbd 1.14, having started a reply from
- * READY on them, would wait in it. */
+/* Whether more of a reply is waiting on c's socket now. */
 static bool more_replies(struct nbd_conn *c)
 {
-	struct pollfd p = { .events = POLLIN };
-
 	if (!live(c->h) || nbd_aio_in_flight(c->h) <= 0 ||
-	    nbd_get_tls_negotiated(c->h) == 1 ||
 	    !(nbd_aio_get_direction(c->h) & LIBNBD_AIO_DIRECTION_READ))
 		return false;
-	p.fd = nbd_aio_get_fd(c->h);
-	return p.fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
+	return socket_events(c) & POLLIN;
 }
 
 /* libnbd reads at most one reply per notify_read on a plain socket (or
@@ -1222,11 +1222,15 @@ static bool more_replies(struct nbd_conn *c)
  * says whether one is there (see readable_now: libnbd must never be told
  * the socket is readable when it is not); a wakeup that finds fewer than
  * NBD_BATCH_INFLIGHT commands out, where the next reply is rarely there
- * yet, makes no such poll. Measured: bench/RESULTS.md, issue 17, "NBD
- * replies read in batches". */
+ * yet, makes no such poll, nor does one on a TLS connection: bytes on the
+ * socket there may be part of a TLS record that gnutls cannot decrypt
+ * yet, and libnbd 1.14, having started a reply from READY on them, would
+ * wait in it. Measured: bench/RESULTS.md, issue 17, "NBD replies read in
+ * batches". */
 static void read_replies(struct nbd_conn *c)
 {
-	bool deep = nbd_aio_in_flight(c->h) >= NBD_BATCH_INFLIGHT;
+	bool deep = nbd_aio_in_flight(c->h) >= NBD_BATCH_INFLIGHT &&
+		    nbd_get_tls_negotiated(c->h) != 1;
 	unsigned int n = 0;
 
 	do {
